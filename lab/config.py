@@ -1,0 +1,275 @@
+"""The run configuration: typed, validated, loaded from and saved to YAML.
+
+The config is composed of one frozen dataclass per stage (each living in its stage module)
+plus the inputs, ingest limits, percentile rules and engine settings. ``load`` validates the
+whole thing before any work starts: unknown keys, wrong types and out-of-range values raise a
+``ConfigError`` that names the key path, the value, what is allowed and the fix. ``dump`` writes
+the resolved config, which ``load`` reads back to an equal object (the exported config *is*
+this file).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from lab.errors import ConfigError
+from lab.stages import BY_NAME, STAGE_NAMES, c4, exact_dedup, extract, fineweb, gopher_quality, gopher_repetition
+from lab.stages import language, pii
+
+
+def check(key: str, value: Any, ok: bool, allowed: str) -> None:
+    """Raise a ConfigError naming ``key`` and ``value`` unless ``ok``; used in ``__post_init__``."""
+    if not ok:
+        raise ConfigError(f"{key}={value!r} is not allowed: must be {allowed}")
+
+
+FORMATS = ("auto", "jsonl", "parquet", "text", "warc")
+
+
+@dataclass(frozen=True)
+class InputConfig:
+    path: str  # a file, a directory, or a glob; relative paths are relative to the working directory
+    format: Literal["auto", "jsonl", "parquet", "text", "warc"] = "auto"  # auto: by file extension
+    text_field: str = "text"  # JSONL key / Parquet column holding the document text
+    id_field: str = "id"  # JSONL key / Parquet column of the input's own id (optional in the data)
+    url_field: str = "url"  # JSONL key / Parquet column of the URL (optional in the data)
+    html: bool = False  # treat text as HTML and extract it (WARC responses always are)
+
+    def __post_init__(self) -> None:
+        check("path", self.path, bool(self.path), "a non-empty path")
+        check("format", self.format, self.format in FORMATS, "one of " + ", ".join(FORMATS))
+
+
+@dataclass(frozen=True)
+class IngestConfig:
+    partition_bytes: int = 64 * 2**20  # bytes of input per task; large files are split by byte range or row group
+    max_doc_bytes: int = 16 * 2**20  # larger records go to rejects/ instead of the stages
+    text_files_per_partition: int = 256  # plain-text directories: files per task
+
+    def __post_init__(self) -> None:
+        check("partition_bytes", self.partition_bytes, self.partition_bytes >= 4096, ">= 4096 bytes")
+        check("max_doc_bytes", self.max_doc_bytes, self.max_doc_bytes >= 1, ">= 1 byte")
+        check("text_files_per_partition", self.text_files_per_partition, self.text_files_per_partition >= 1, ">= 1")
+
+
+@dataclass(frozen=True)
+class StagesConfig:
+    extract: extract.Config = field(default_factory=extract.Config)
+    language: language.Config = field(default_factory=language.Config)
+    gopher_quality: gopher_quality.Config = field(default_factory=gopher_quality.Config)
+    gopher_repetition: gopher_repetition.Config = field(default_factory=gopher_repetition.Config)
+    c4: c4.Config = field(default_factory=c4.Config)
+    fineweb: fineweb.Config = field(default_factory=fineweb.Config)
+    exact_dedup: exact_dedup.Config = field(default_factory=exact_dedup.Config)
+    pii: pii.Config = field(default_factory=pii.Config)
+
+
+@dataclass(frozen=True)
+class PercentileRule:
+    """Drop the lowest or highest ``percent`` of documents by ``signal`` (global, merged quantile)."""
+
+    stage: str  # the stage the rule belongs to in the funnel
+    signal: str  # a numeric signal column
+    drop_lowest: float = 0.0  # percent of documents, 0..100
+    drop_highest: float = 0.0  # percent of documents, 0..100
+
+    def __post_init__(self) -> None:
+        check("stage", self.stage, self.stage in STAGE_NAMES, "one of " + ", ".join(STAGE_NAMES))
+        check("drop_lowest", self.drop_lowest, 0 <= self.drop_lowest < 100, "a percent in [0, 100)")
+        check("drop_highest", self.drop_highest, 0 <= self.drop_highest < 100, "a percent in [0, 100)")
+        check("drop_lowest", self.drop_lowest, self.drop_lowest > 0 or self.drop_highest > 0,
+              "> 0, or set drop_highest > 0 (a rule that drops nothing is a mistake)")
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    scheduler: str | None = None  # address of an existing Dask scheduler (tcp://host:8786); None starts a LocalCluster
+    n_workers: int = 0  # LocalCluster worker processes (one thread each); 0 = one per core
+    memory_limit: str = "auto"  # per-worker memory limit passed to Dask ("4GiB", "auto")
+    retries: int = 2  # times a failing partition task is retried before it is quarantined
+
+    def __post_init__(self) -> None:
+        check("n_workers", self.n_workers, self.n_workers >= 0, ">= 0 (0 = one per core)")
+        check("retries", self.retries, self.retries >= 0, ">= 0")
+        if self.scheduler is not None:
+            check("scheduler", self.scheduler, "://" in self.scheduler or ":" in self.scheduler,
+                  "a scheduler address such as tcp://127.0.0.1:8786")
+
+
+@dataclass(frozen=True)
+class Config:
+    name: str = "sample"  # the run's directory name under output_dir
+    output_dir: str = "runs"  # where run directories are written
+    mode: Literal["explore", "batch"] = "explore"  # explore: every signal of every doc; batch: stop at the first failing stage
+    inputs: tuple[InputConfig, ...] = ()
+    ingest: IngestConfig = field(default_factory=IngestConfig)
+    stages: StagesConfig = field(default_factory=StagesConfig)
+    percentiles: tuple[PercentileRule, ...] = ()
+    engine: EngineConfig = field(default_factory=EngineConfig)
+
+    def __post_init__(self) -> None:
+        check("name", self.name, bool(self.name) and "/" not in self.name and self.name not in (".", ".."),
+              "a directory name without '/'")
+        check("mode", self.mode, self.mode in ("explore", "batch"), "explore or batch")
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(self.output_dir) / self.name
+
+    def stage(self, name: str) -> Any:
+        return getattr(self.stages, name)
+
+    def signals_hash(self) -> str:
+        """Hash of everything that changes stored signals (inputs, ingest, mode), not of thresholds."""
+        d = to_dict(self)
+        part = {k: d[k] for k in ("inputs", "ingest", "mode")}
+        return hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()[:16]
+
+    def config_hash(self) -> str:
+        d = to_dict(self)
+        d.pop("engine")  # where it runs does not change what it produces
+        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+
+
+# --- building dataclasses from plain data, with errors that name the key path ----------------------
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return " | ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(_type_name(a) for a in typing.get_args(tp))
+    if origin is tuple:
+        return f"list of {_type_name(typing.get_args(tp)[0])}"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _convert(tp: Any, value: Any, path: str) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _convert(a, value, path)
+            except ConfigError as e:
+                errors.append(e)
+        raise errors[0]
+    if origin is Literal:
+        allowed = typing.get_args(tp)
+        if value not in allowed:
+            raise ConfigError(f"{path}={value!r} is not allowed: must be one of {', '.join(map(str, allowed))}")
+        return value
+    if origin is tuple:
+        if isinstance(value, str) or not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{path}={value!r} is not allowed: must be a list (YAML: [a, b] or '- a' lines)")
+        (item_tp, *_) = typing.get_args(tp)
+        return tuple(_convert(item_tp, v, f"{path}[{i}]") for i, v in enumerate(value))
+    if dataclasses.is_dataclass(tp):
+        return build(tp, value, path)
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{path}={value!r} is not allowed: must be a number")
+        return float(value)
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{path}={value!r} is not allowed: must be a whole number")
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{path}={value!r} is not allowed: must be true or false")
+        return value
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{path}={value!r} is not allowed: must be a string")
+        return value
+    raise TypeError(f"config type {tp!r} at {path} is not supported")
+
+
+def build(cls: type, data: Any, path: str = "") -> Any:
+    """Build dataclass ``cls`` from a mapping, validating every key; errors name the key path."""
+    if isinstance(data, cls):
+        return data
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path or 'config'}={data!r} is not allowed: must be a mapping of keys to values")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        where = path or "the top level"
+        raise ConfigError(
+            f"unknown key {unknown[0]!r} at {where}; known keys: {', '.join(fields)}. "
+            "Fix the spelling or remove the key."
+        )
+    kwargs = {}
+    for name, value in data.items():
+        kwargs[name] = _convert(hints[name], value, f"{path}.{name}" if path else name)
+    missing = [n for n, f in fields.items() if n not in kwargs
+               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    if missing:
+        raise ConfigError(f"{path or 'config'}: missing required key {missing[0]!r} ({_type_name(hints[missing[0]])})")
+    try:
+        return cls(**kwargs)
+    except ConfigError as e:
+        raise ConfigError(f"{path + '.' if path else ''}{e}") from None
+
+
+def to_dict(obj: Any) -> Any:
+    """Plain data (dicts, lists, scalars) of a config, in field order; ``build`` inverts it."""
+    if dataclasses.is_dataclass(obj):
+        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, tuple):
+        return [to_dict(v) for v in obj]
+    return obj
+
+
+def loads(text: str, source: str = "<string>") -> Config:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{source} is not valid YAML: {e}") from None
+    return build(Config, data or {})
+
+
+def load(path: str | Path) -> Config:
+    p = Path(path)
+    if not p.is_file():
+        raise ConfigError(f"config file {str(p)!r} does not exist; pass an existing YAML file to --config")
+    try:
+        return loads(p.read_text(), str(p))
+    except ConfigError as e:
+        raise ConfigError(f"{p}: {e}") from None
+
+
+def dumps(cfg: Config) -> str:
+    return yaml.safe_dump(to_dict(cfg), sort_keys=False, default_flow_style=None, width=100)
+
+
+def save(cfg: Config, path: str | Path) -> None:
+    Path(path).write_text(dumps(cfg))
+
+
+def stage_names() -> tuple[str, ...]:
+    return STAGE_NAMES
+
+
+def stage_config(cfg: Config, name: str) -> Any:
+    if name not in BY_NAME:
+        raise ConfigError(f"unknown stage {name!r}; known: {', '.join(STAGE_NAMES)}")
+    return cfg.stage(name)

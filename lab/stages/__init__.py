@@ -1,0 +1,42 @@
+"""The stages, in funnel order.
+
+Every stage module has the same small surface:
+
+- ``NAME``: the stage name used in configs, drop reasons and the funnel;
+- ``Config``: a frozen dataclass of its thresholds, each with a default and its unit;
+  ``enabled`` switches its rules off (signals are still computed: thresholds move later);
+- ``SIGNALS``: ``{column: pyarrow type}`` of the signal columns it adds to ``signals/``;
+- ``signals(text) -> dict``: pure, one document, no thresholds involved;
+- ``rules(cfg) -> list[Rule]``: what a kept document satisfies, as data.
+
+Transform stages (``pii``) also have ``scrub(text) -> str``.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from lab.stages import (
+    c4,
+    exact_dedup,
+    extract,
+    fineweb,
+    gopher_quality,
+    gopher_repetition,
+    language,
+    pii,
+)
+
+# funnel order: a document is counted at the first of these that rejects it
+STAGES: tuple[ModuleType, ...] = (
+    extract,
+    language,
+    gopher_quality,
+    gopher_repetition,
+    c4,
+    fineweb,
+    exact_dedup,
+    pii,
+)
+STAGE_NAMES: tuple[str, ...] = tuple(m.NAME for m in STAGES)
+BY_NAME: dict[str, ModuleType] = {m.NAME: m for m in STAGES}

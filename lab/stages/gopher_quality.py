@@ -1,0 +1,77 @@
+"""gopher_quality: the Gopher quality heuristics (Rae et al. 2021, "Scaling Language Models", App. A).
+
+Signals only; thresholds live in ``rules``. Defaults are the paper's (as in datatrove's
+``GopherQualityFilter``): 50..100,000 non-symbol words; mean word length 3..10 characters;
+``#`` and ellipsis per word <= 0.1 each; <= 90% of lines starting with a bullet; <= 30% of lines
+ending with an ellipsis; >= 80% of words containing an alphabetic character; >= 2 of the stop
+words {the, be, to, of, and, that, have, with}.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from lab.rules import Rule
+
+NAME = "gopher_quality"
+
+
+@dataclass(frozen=True)
+class Config:
+    enabled: bool = True
+    min_words: int = 50  # non-symbol words
+    max_words: int = 100_000  # non-symbol words
+    min_mean_word_length: float = 3.0  # characters, over non-symbol words
+    max_mean_word_length: float = 10.0  # characters, over non-symbol words
+    max_symbol_word_ratio: float = 0.1  # '#' per word, and ellipses per word (each)
+    max_bullet_lines_ratio: float = 0.9  # fraction of lines starting with a bullet
+    max_ellipsis_lines_ratio: float = 0.3  # fraction of lines ending with an ellipsis
+    min_alpha_words_ratio: float = 0.8  # fraction of words with an alphabetic character
+    min_stop_words: int = 2  # occurrences of Gopher's stop words
+
+    def __post_init__(self) -> None:
+        from lab.config import check
+
+        check("min_words", self.min_words, self.min_words >= 0, ">= 0")
+        check("max_words", self.max_words, self.max_words >= self.min_words, f">= min_words ({self.min_words})")
+        check("min_mean_word_length", self.min_mean_word_length, self.min_mean_word_length >= 0, ">= 0")
+        check("max_mean_word_length", self.max_mean_word_length,
+              self.max_mean_word_length >= self.min_mean_word_length, f">= min_mean_word_length ({self.min_mean_word_length})")
+        for key in ("max_symbol_word_ratio", "max_bullet_lines_ratio", "max_ellipsis_lines_ratio", "min_alpha_words_ratio"):
+            v = getattr(self, key)
+            check(key, v, 0.0 <= v <= 1.0 if key != "max_symbol_word_ratio" else v >= 0.0,
+                  "a fraction between 0 and 1" if key != "max_symbol_word_ratio" else ">= 0")
+        check("min_stop_words", self.min_stop_words, self.min_stop_words >= 0, ">= 0")
+
+
+SIGNALS = {
+    "gq_words": pa.int64(),  # non-symbol words
+    "gq_mean_word_length": pa.float64(),
+    "gq_hash_word_ratio": pa.float64(),
+    "gq_ellipsis_word_ratio": pa.float64(),
+    "gq_bullet_lines_ratio": pa.float64(),
+    "gq_ellipsis_lines_ratio": pa.float64(),
+    "gq_alpha_words_ratio": pa.float64(),
+    "gq_stop_words": pa.int64(),
+}
+
+
+def signals(text: str) -> dict:
+    raise NotImplementedError
+
+
+def rules(cfg: Config) -> list[Rule]:
+    return [
+        Rule(NAME, "gq_words", ">=", cfg.min_words, "too_short"),
+        Rule(NAME, "gq_words", "<=", cfg.max_words, "too_long"),
+        Rule(NAME, "gq_mean_word_length", ">=", cfg.min_mean_word_length, "short_words"),
+        Rule(NAME, "gq_mean_word_length", "<=", cfg.max_mean_word_length, "long_words"),
+        Rule(NAME, "gq_hash_word_ratio", "<=", cfg.max_symbol_word_ratio, "too_many_hashes"),
+        Rule(NAME, "gq_ellipsis_word_ratio", "<=", cfg.max_symbol_word_ratio, "too_many_ellipsis"),
+        Rule(NAME, "gq_bullet_lines_ratio", "<=", cfg.max_bullet_lines_ratio, "too_many_bullets"),
+        Rule(NAME, "gq_ellipsis_lines_ratio", "<=", cfg.max_ellipsis_lines_ratio, "too_many_end_ellipsis"),
+        Rule(NAME, "gq_alpha_words_ratio", ">=", cfg.min_alpha_words_ratio, "too_few_alpha_words"),
+        Rule(NAME, "gq_stop_words", ">=", cfg.min_stop_words, "too_few_stop_words"),
+    ]
