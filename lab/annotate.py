@@ -1,0 +1,127 @@
+"""annotate: one partition in, its docs/, signals/, rejects/ and stats/ files out. No Dask here.
+
+For each document read from the partition: HTML is extracted, every stage computes its signals,
+and the PII stage scrubs the stored text. In ``explore`` mode every signal of every document is
+computed, so any threshold can move later. In ``batch`` mode the stages run in funnel order and
+the first failing per-document rule short-circuits the later stages: their signals stay empty
+and the drop reason is stored in ``drop_reason``. Group rules (exact dedup) are decided later,
+over all partitions, by ``lab.query``; both modes give the same kept set for the same config.
+
+The partition's files are written atomically; ``stats/part-KEY.json`` (metrics and statistics
+partials) is written last and marks the partition complete.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from lab import stats as stats_mod
+from lab.config import Config
+from lab.doc import Doc
+from lab.io.partitions import Partition
+from lab.io.readers import Reject, read
+from lab.io.run import RunLayout
+from lab.io.schema import DOCS_SCHEMA, REJECTS_SCHEMA, numeric_signals, signals_schema
+from lab.io.writers import write_json, write_parquet
+from lab.rules import first_failure
+from lab.select import ruleset
+from lab.stages import STAGES, extract, pii
+
+@dataclass
+class PartitionResult:
+    key: str
+    docs: int = 0
+    bytes: int = 0
+    rejected: int = 0
+    rejected_bytes: int = 0
+    stats: dict[str, stats_mod.Summary] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        """The deterministic part (no timings): same input, same JSON."""
+        return {"key": self.key, "docs": self.docs, "bytes": self.bytes, "rejected": self.rejected,
+                "rejected_bytes": self.rejected_bytes, "stats": {k: v.to_json() for k, v in self.stats.items()}}
+
+
+def _clean(v: Any) -> Any:
+    return None if isinstance(v, float) and math.isnan(v) else v
+
+
+def annotate_doc(doc: Doc, cfg: Config, batch_rules: list | None, clock: dict[str, float]) -> tuple[dict, str]:
+    """Signals of one document and the text to store. ``batch_rules`` set = batch mode."""
+    row: dict[str, Any] = {"doc_id": doc.doc_id, "source": doc.source, "bytes": doc.raw_bytes,
+                           "malformed_utf8": doc.malformed_utf8, "drop_reason": None}
+    text = doc.text
+    t0 = time.thread_time()
+    if doc.is_html:
+        text = extract.html_to_text(text)
+    t1 = time.thread_time()
+    clock["extract"] = clock.get("extract", 0.0) + (t1 - t0)
+    for module in STAGES:
+        t0 = time.thread_time()
+        row.update({k: _clean(v) for k, v in module.signals(text).items()})
+        clock[module.NAME] = clock.get(module.NAME, 0.0) + (time.thread_time() - t0)
+        if batch_rules is not None:
+            why = first_failure([r for r in batch_rules if r.stage == module.NAME], row)
+            if why:
+                row["drop_reason"] = why
+                break
+    if row["drop_reason"] is None and row.get("pii_total"):
+        t0 = time.thread_time()
+        text = pii.scrub(text)
+        clock["pii"] = clock.get("pii", 0.0) + (time.thread_time() - t0)
+    return row, text
+
+
+def annotate_partition(part: Partition, cfg: Config, run_dir: str | Path) -> dict:
+    """Read, annotate and write one partition; returns its metrics (also written to stats/part-KEY.json)."""
+    layout = RunLayout(Path(run_dir))
+    inp = cfg.inputs[part.input_index]
+    batch_rules = ruleset(cfg) if cfg.mode == "batch" else None
+    schema = signals_schema()
+    rows: list[dict] = []
+    docs: dict[str, list] = {n: [] for n in DOCS_SCHEMA.names}
+    rejects: dict[str, list] = {n: [] for n in REJECTS_SCHEMA.names}
+    result = PartitionResult(part.key)
+    clock: dict[str, float] = {}
+    t_read = time.thread_time()
+    for item in read(part, inp, cfg.ingest):
+        if isinstance(item, Reject):
+            result.rejected += 1
+            result.rejected_bytes += item.raw_bytes
+            for k, v in (("source", item.source), ("locator", item.locator), ("reason", item.reason),
+                         ("raw_bytes", item.raw_bytes), ("partition", part.key)):
+                rejects[k].append(v)
+            continue
+        row, text = annotate_doc(item, cfg, batch_rules, clock)
+        rows.append(row)
+        result.docs += 1
+        result.bytes += item.raw_bytes
+        for k, v in (("doc_id", row["doc_id"]), ("source", item.source), ("locator", item.locator),
+                     ("url", item.url), ("record_id", item.record_id), ("text", text)):
+            docs[k].append(v)
+    total = time.thread_time() - t_read
+    clock["ingest"] = max(total - sum(clock.values()), 0.0)
+
+    columns = {f.name: [r.get(f.name) for r in rows] for f in schema}
+    signals = pa.table(columns, schema=schema)
+    result.stats = stats_mod.summarize({
+        name: signals.column(name).to_numpy(zero_copy_only=False).astype(np.float64)
+        if signals.num_rows else np.zeros(0) for name in numeric_signals()})
+
+    layout.make()
+    write_parquet(pa.table(docs, schema=DOCS_SCHEMA), layout.part("docs", part.key))
+    write_parquet(signals, layout.part("signals", part.key))
+    write_parquet(pa.table(rejects, schema=REJECTS_SCHEMA), layout.part("rejects", part.key))
+    write_json({"key": part.key, "cpu_seconds": {k: round(v, 6) for k, v in clock.items()}}, layout.timing(part.key))
+    out = result.to_json()
+    out["signals_hash"] = cfg.signals_hash()
+    write_json(out, layout.done(part.key))  # last: marks the partition complete
+    out["cpu_seconds"] = clock
+    return out

