@@ -30,6 +30,8 @@ from lab.select import ruleset
 from lab.stages import STAGE_NAMES, STAGES
 from lab.stats import Summary
 
+# signals of group rules (one survivor per value): the in-memory table precomputes their group sizes
+GROUP_SIGNALS = tuple(dict.fromkeys(r.signal for m in STAGES for r in m.rules(m.Config()) if r.op == "first_in_group"))
 INGEST = "ingest"  # the pseudo-stage of records that could not be read (rejects/)
 FUNNEL_STAGES = (INGEST, *STAGE_NAMES)
 GROUP_BY = ("lang", "source")
@@ -41,7 +43,8 @@ class Run:
 
     layout: RunLayout
     con: duckdb.DuckDBPyConnection
-    columns: tuple[str, ...]  # signal column names
+    columns: tuple[str, ...]  # column names of the signals table
+    nullable: frozenset[str] | None = None  # columns that hold NULLs; None = not known (guard every rule)
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         return self.con.cursor()
@@ -79,14 +82,20 @@ def open_run(run: str | Path | Run, *, in_memory: bool = False, refresh: bool = 
             return _runs[key]
         con = duckdb.connect()
         sig = f"read_parquet({_q(layout.glob('signals'))})"
+        nullable = None
         if in_memory:
-            con.execute(f"CREATE TABLE signals AS SELECT * FROM {sig}")
+            # group sizes let the dedup window skip singleton groups; NULL-free columns need no NULL guard
+            sizes = "".join(f", count(*) OVER (PARTITION BY {_ident(c)}) AS {_ident('_n_' + c)}" for c in GROUP_SIGNALS)
+            con.execute(f"CREATE TABLE signals AS SELECT *{sizes} FROM {sig}")
+            names = [r[0] for r in con.execute("DESCRIBE signals").fetchall()]
+            counts = con.execute(f"SELECT {', '.join(f'count(*) - count({_ident(c)})' for c in names)} FROM signals").fetchone()
+            nullable = frozenset(c for c, n in zip(names, counts) if n)
         else:
             con.execute(f"CREATE VIEW signals AS SELECT * FROM {sig}")
         con.execute(f"CREATE VIEW docs AS SELECT * FROM read_parquet({_q(layout.glob('docs'))})")
         con.execute(f"CREATE VIEW rejects AS SELECT * FROM read_parquet({_q(layout.glob('rejects'))})")
         columns = tuple(r[0] for r in con.execute("DESCRIBE signals").fetchall())
-        _runs[key] = Run(layout, con, columns)
+        _runs[key] = Run(layout, con, columns, nullable)
         return _runs[key]
 
 
@@ -107,18 +116,29 @@ def predicate(rule: Rule) -> str:
     """The SQL condition a kept document satisfies; NULL (a missing signal) never passes.
 
     >>> predicate(Rule("language", "lang", "in", ("en", "de"), "other_language"))
-    "coalesce(\\"lang\\" IN ('en', 'de'), FALSE)"
+    "coalesce(\"lang\" IN ('en', 'de'), FALSE)"
     """
+    return f"coalesce({_compare(rule, negate=False)}, FALSE)"
+
+
+def failure(rule: Rule, *, nullable: bool = True) -> str:
+    """The SQL condition a document fails ``rule`` on (the negation of ``predicate``).
+
+    >>> failure(Rule("gopher_quality", "gq_words", ">=", 50, "too_short"))
+    '("gq_words" IS NULL OR "gq_words" < 50)'
+    """
+    cond = _compare(rule, negate=True)
+    return f"({_ident(rule.signal)} IS NULL OR {cond})" if nullable else cond
+
+
+def _compare(rule: Rule, *, negate: bool) -> str:
     col = _ident(rule.signal)
     if rule.op == "in":
-        cond = f"{col} IN ({', '.join(_literal(v) for v in rule.value)})"
-    elif rule.op in (">=", "<=", "=="):
-        cond = f"{col} {'=' if rule.op == '==' else rule.op} {_literal(rule.value)}"
-    elif rule.op == "!=":
-        cond = f"{col} <> {_literal(rule.value)}"
-    else:
+        return f"{col} {'NOT IN' if negate else 'IN'} ({', '.join(_literal(v) for v in rule.value)})"
+    ops = {">=": ("<", ">="), "<=": (">", "<="), "==": ("<>", "="), "!=": ("=", "<>")}
+    if rule.op not in ops:
         raise ValueError(f"{rule.drop_reason}: {rule.op} is a group rule, not a predicate")
-    return f"coalesce({cond}, FALSE)"
+    return f"{col} {ops[rule.op][0 if negate else 1]} {_literal(rule.value)}"
 
 
 def _check_columns(run: Run, names: Sequence[str]) -> None:
@@ -127,30 +147,55 @@ def _check_columns(run: Run, names: Sequence[str]) -> None:
             raise ConfigError(f"signal {n!r} is not in this run; known: {', '.join(run.columns)}")
 
 
-def reasons_sql(rules: list[Rule], *, extra: Sequence[str] = ()) -> str:
-    """A query of ``doc_id, reason`` (+ ``extra`` columns) with each document's first failing rule."""
-    cols = ["doc_id", "bytes", *extra, *(r.signal for r in rules)]
-    cols = list(dict.fromkeys(cols))
-    sql = f"SELECT {', '.join(map(_ident, cols))}, NULL::VARCHAR AS reason FROM signals"
-    pending: list[Rule] = []
+def codes_sql(rules: list[Rule], *, extra: Sequence[str] = (), run: Run | None = None) -> str:
+    """A query of ``doc_id, bytes, code`` (+ ``extra`` columns): ``code`` is the index in ``rules``
+    of each document's first failing rule, NULL when it passes them all.
+
+    Scalar rules become one ``CASE`` over negated predicates (NULL guards only on columns that have
+    NULLs, when ``run`` says which). A group rule keeps the lowest ``doc_id`` per value among the
+    documents still alive; when ``run`` holds group sizes (``_n_<signal>``), only documents of
+    groups with more than one member go through the window.
+    """
+    nullable = run.nullable if run is not None else None
+    cols = list(dict.fromkeys(["doc_id", "bytes", *extra, *(r.signal for r in rules)]))
+    sized = {r.signal for r in rules if r.op == "first_in_group" and run is not None and f"_n_{r.signal}" in run.columns}
+    cols += [f"_n_{c}" for c in sorted(sized)]
+    sql = f"SELECT {', '.join(map(_ident, cols))}, NULL::INTEGER AS code FROM signals"
+    pending: list[tuple[int, Rule]] = []
 
     def flush(sql: str) -> str:
         if not pending:
             return sql
-        whens = " ".join(f"WHEN NOT {predicate(r)} THEN {_q(r.drop_reason)}" for r in pending)
+        whens = " ".join(f"WHEN {failure(r, nullable=nullable is None or r.signal in nullable)} THEN {i}"
+                         for i, r in pending)
         pending.clear()
-        return f"SELECT * REPLACE (coalesce(reason, CASE {whens} END) AS reason) FROM ({sql})"
+        return f"SELECT * REPLACE (coalesce(code, CASE {whens} END) AS code) FROM ({sql})"
 
-    for rule in rules:
+    for i, rule in enumerate(rules):
         if rule.op != "first_in_group":
-            pending.append(rule)
+            pending.append((i, rule))
             continue
         sql = flush(sql)
         col = _ident(rule.signal)
-        sql = (f"SELECT * REPLACE (CASE WHEN reason IS NOT NULL THEN reason "
-               f"WHEN {col} IS NULL OR row_number() OVER (PARTITION BY {col}, reason IS NULL ORDER BY doc_id) > 1 "
-               f"THEN {_q(rule.drop_reason)} END AS reason) FROM ({sql})")
+        if rule.signal in sized:
+            n = _ident(f"_n_{rule.signal}")
+            sql = (f"WITH prev AS ({sql}) "
+                   f"SELECT * REPLACE (CASE WHEN code IS NULL AND {col} IS NULL THEN {i} ELSE code END AS code) "
+                   f"FROM prev WHERE NOT (code IS NULL AND {n} > 1 AND {col} IS NOT NULL) "
+                   f"UNION ALL SELECT * REPLACE (CASE WHEN row_number() OVER (PARTITION BY {col} ORDER BY doc_id) > 1 "
+                   f"THEN {i} END AS code) FROM prev WHERE code IS NULL AND {n} > 1 AND {col} IS NOT NULL")
+        else:
+            sql = (f"SELECT * REPLACE (CASE WHEN code IS NOT NULL THEN code "
+                   f"WHEN {col} IS NULL OR row_number() OVER (PARTITION BY {col}, code IS NULL ORDER BY doc_id) > 1 "
+                   f"THEN {i} END AS code) FROM ({sql})")
     return flush(sql)
+
+
+def _reason_of(rules: list[Rule]) -> str:
+    """SQL mapping a code to its drop reason."""
+    if not rules:
+        return "NULL::VARCHAR"
+    return f"([{', '.join(_q(r.drop_reason) for r in rules)}])[code + 1]"
 
 
 def drop_reasons(run: str | Path | Run, config: Config) -> pl.DataFrame:
@@ -158,7 +203,8 @@ def drop_reasons(run: str | Path | Run, config: Config) -> pl.DataFrame:
     r = open_run(run)
     rules = ruleset(config, r.stats())
     _check_columns(r, [x.signal for x in rules])
-    return r.cursor().sql(f"SELECT doc_id, reason FROM ({reasons_sql(rules)}) ORDER BY doc_id").pl()
+    return r.cursor().sql(f"SELECT doc_id, {_reason_of(rules)} AS reason FROM ({codes_sql(rules, run=r)}) "
+                          "ORDER BY doc_id").pl()
 
 
 # --- the funnel -----------------------------------------------------------------------------------
@@ -177,11 +223,12 @@ def funnel(run: str | Path | Run, config: Config, *, by: str | None = None) -> p
     rules = ruleset(config, r.stats())
     _check_columns(r, [x.signal for x in rules])
     key = _ident(by) if by else "NULL::VARCHAR"
-    inner = reasons_sql(rules, extra=[by] if by else [])
+    inner = codes_sql(rules, extra=[by] if by else [], run=r)
     cur = r.cursor()
-    dropped = cur.execute(
-        f"SELECT {key} AS grp, coalesce(split_part(reason, '.', 1), '') AS stage, count(*) AS docs, "
-        f"coalesce(sum(bytes), 0) AS bytes FROM ({inner}) GROUP BY ALL").fetchall()
+    stage_of = [x.stage for x in rules]
+    dropped = [(grp, "" if code is None else stage_of[code], docs, nbytes) for grp, code, docs, nbytes in cur.execute(
+        f"SELECT {key} AS grp, code, count(*) AS docs, coalesce(sum(bytes), 0) AS bytes FROM ({inner}) GROUP BY ALL"
+    ).fetchall()]
     rej_key = "source" if by == "source" else "NULL::VARCHAR"
     rejected = cur.execute(f"SELECT {rej_key} AS grp, count(*), coalesce(sum(raw_bytes), 0) FROM rejects GROUP BY ALL").fetchall()
 
@@ -213,15 +260,41 @@ def funnel(run: str | Path | Run, config: Config, *, by: str | None = None) -> p
     return df.rename({"group": by}) if by else df.drop("group")
 
 
+def funnel_filter_shape_sql(rules: list[Rule]) -> str:
+    """The funnel as one ``FILTER`` aggregate per stage over cumulative predicates.
+
+    Kept only as the measured alternative to ``funnel``'s single GROUP BY over the computed first
+    failing rule (``bench/funnel_query.py`` times both; the GROUP BY shape is the one used).
+    A group rule becomes a window partitioned by its signal and by "alive before this stage".
+    """
+    stages = list(dict.fromkeys(r.stage for r in rules))
+    cols = list(dict.fromkeys(["doc_id", *(r.signal for r in rules)]))
+    alive = "TRUE"
+    aggs, windows = [], []
+    for stage in stages:
+        conds = []
+        for r in (x for x in rules if x.stage == stage):
+            if r.op == "first_in_group":
+                w = f"_rn{len(windows)}"
+                windows.append(f"row_number() OVER (PARTITION BY {_ident(r.signal)}, ({alive}) ORDER BY doc_id) AS {w}")
+                conds.append(f"({_ident(r.signal)} IS NOT NULL AND {w} = 1)")
+            else:
+                conds.append(predicate(r))
+        passes = " AND ".join(conds) if conds else "TRUE"
+        aggs.append(f"count(*) FILTER (WHERE {alive} AND NOT ({passes})) AS {_ident(stage)}")
+        alive = f"{alive} AND {passes}"
+    inner = f"SELECT {', '.join(map(_ident, cols))}{''.join(', ' + w for w in windows)} FROM signals"
+    return f"SELECT {', '.join(aggs)} FROM ({inner})"
+
+
 def reason_counts(run: str | Path | Run, config: Config) -> pl.DataFrame:
     """Documents and bytes dropped per ``stage.reason``, in funnel order of stages."""
     r = open_run(run)
     rules = ruleset(config, r.stats())
-    df = r.cursor().execute(
-        f"SELECT reason, count(*) AS docs, sum(bytes) AS bytes FROM ({reasons_sql(rules)}) "
-        "WHERE reason IS NOT NULL GROUP BY reason").pl()
-    order = {x.drop_reason: i for i, x in enumerate(rules)}
-    return df.with_columns(pl.col("reason").replace_strict(order, default=len(order)).alias("_o")).sort("_o").drop("_o")
+    rows = r.cursor().execute(f"SELECT code, count(*), sum(bytes) FROM ({codes_sql(rules, run=r)}) "
+                              "WHERE code IS NOT NULL GROUP BY code ORDER BY code").fetchall()
+    return pl.DataFrame({"reason": [rules[c].drop_reason for c, _, _ in rows], "docs": [d for _, d, _ in rows],
+                         "bytes": [int(b) for _, _, b in rows]}, schema={"reason": pl.Utf8, "docs": pl.Int64, "bytes": pl.Int64})
 
 
 def dropped_samples(run: str | Path | Run, config: Config, stage: str, n: int = 10, *, seed: int = 0) -> pl.DataFrame:
@@ -233,7 +306,7 @@ def dropped_samples(run: str | Path | Run, config: Config, stage: str, n: int = 
     module = next(m for m in STAGES if m.NAME == stage)
     sig_cols = [c for c in module.SIGNALS if c in r.columns]
     cols = ", ".join(f"s.{_ident(c)}" for c in sig_cols)
-    sql = (f"WITH f AS ({reasons_sql(rules)}) "
+    sql = (f"WITH f AS (SELECT doc_id, {_reason_of(rules)} AS reason FROM ({codes_sql(rules, run=r)})) "
            f"SELECT f.doc_id, f.reason, s.source, {cols}{', ' if cols else ''}d.text "
            f"FROM f JOIN signals s USING (doc_id) JOIN docs d USING (doc_id) "
            f"WHERE f.reason LIKE {_q(stage + '.%')} ORDER BY hash(f.doc_id + {int(seed)}) LIMIT {int(n)}")
@@ -266,7 +339,7 @@ def signal_histogram(run: str | Path | Run, signal: str, bins: int = 50, *,
 def signal_rows(run: str | Path | Run, columns: Sequence[str] | None = None) -> pl.DataFrame:
     """The signals table (all or some columns), ordered by doc_id."""
     r = open_run(run)
-    cols = list(columns) if columns else list(r.columns)
+    cols = list(columns) if columns else [c for c in r.columns if not c.startswith("_n_")]
     _check_columns(r, cols)
     return r.cursor().sql(f"SELECT {', '.join(map(_ident, cols))} FROM signals ORDER BY doc_id").pl()
 

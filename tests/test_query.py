@@ -71,12 +71,13 @@ CONFIGS = [
 ]
 
 
+@pytest.mark.parametrize("in_memory", [False, True])
 @pytest.mark.parametrize("cfg", CONFIGS)
-def test_sql_reasons_equal_python_reasons(tmp_path, cfg):
+def test_sql_reasons_equal_python_reasons(tmp_path, cfg, in_memory):
     rows = _random_rows(600, seed=len(str(cfg)))
-    run = make_run(tmp_path, rows)
-    sql = dict(query.drop_reasons(run, cfg).iter_rows())
-    r = query.open_run(run)
+    r = query.open_run(make_run(tmp_path, rows), in_memory=in_memory)
+    sql = dict(query.drop_reasons(r, cfg).iter_rows())
+    assert query.funnel(r, cfg)["docs_dropped"].sum() == sum(v is not None for v in sql.values())
     py = python_funnel(ruleset(cfg, r.stats()), rows)
     assert sql == py
     assert len(set(py.values())) >= 3  # the comparison covers several different outcomes
@@ -114,14 +115,15 @@ def test_funnel_by_language_and_source_sum_to_total(tmp_path):
         query.funnel(run, cfg, by="url")
 
 
-def test_exact_dedup_keeps_one_member_among_survivors(tmp_path):
+@pytest.mark.parametrize("in_memory", [False, True])
+def test_exact_dedup_keeps_one_member_among_survivors(tmp_path, in_memory):
     base = {f.name: None for f in signals_schema()}
     cfg = build(Config, {"stages": {k: {"enabled": False} for k in ("language", "gopher_quality", "gopher_repetition",
                                                                     "c4", "fineweb")}})
     rows = []
     for doc_id, chars, h in [(1, 0, 99), (2, 10, 99), (3, 10, 99), (4, 10, 7), (5, 0, 5), (6, 0, 5)]:
         rows.append({**base, "doc_id": doc_id, "source": "s", "bytes": 10, "chars": chars, "content_hash": h})
-    run = make_run(tmp_path, rows)
+    run = query.open_run(make_run(tmp_path, rows), in_memory=in_memory)
     reasons = dict(query.drop_reasons(run, cfg).iter_rows())
     # doc 1 (the lowest id of group 99) is empty: doc 2 survives in its place, doc 3 is the duplicate;
     # group 5 loses both members to the earlier stage, so nothing is counted as its duplicate

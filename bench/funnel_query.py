@@ -1,0 +1,100 @@
+"""Funnel query latency over N documents of signals (DuckDB, in-memory signals table).
+
+Builds N rows of synthetic signals (every column of ``signals/``, values drawn so that every
+stage drops a share), writes them as one run's Parquet, opens the run in memory as the dashboard
+does, and times ``lab.query.funnel`` (one GROUP BY over the computed first failing rule) against
+the alternative shape (one FILTER aggregate per stage over cumulative predicates).
+
+    .venv/bin/python bench/funnel_query.py --rows 1000000 --repeat 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from lab import query
+from lab.config import Config
+from lab.io.run import RunLayout
+from lab.io.schema import signals_schema
+from lab.io.writers import write_parquet
+from lab.select import ruleset
+
+CHUNK = 1_000_000
+
+
+def synth(n: int, seed: int) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    cols = {}
+    for f in signals_schema():
+        name = f.name
+        if name == "doc_id":
+            cols[name] = np.arange(n, dtype=np.int64) * 2654435761 % (2**62) + seed * n
+        elif name == "source":
+            cols[name] = rng.choice(["web/a.jsonl", "web/b.jsonl", "books/c.parquet", "code/d.jsonl"], n)
+        elif name == "lang":
+            cols[name] = rng.choice(["en", "en", "en", "en", "de", "fr", "zh"], n)
+        elif name == "drop_reason":
+            cols[name] = pa.nulls(n, pa.string())
+        elif name == "content_hash":
+            cols[name] = rng.integers(0, int(n * 0.9), n)  # ~10% exact duplicates
+        elif pa.types.is_integer(f.type):
+            cols[name] = rng.poisson(60 if name in ("gq_words", "chars", "bytes") else 3, n).astype(np.int64)
+        else:
+            cols[name] = rng.beta(2, 8, n) if "frac" in name or "ratio" in name else rng.gamma(4, 1.2, n)
+    cols["lang_score"] = rng.beta(8, 1.5, n)
+    cols["gq_words"] = rng.lognormal(5.5, 1.0, n).astype(np.int64)
+    cols["c4_lorem_ipsum"] = (rng.random(n) < 0.01).astype(np.int64)
+    cols["c4_curly_brace"] = (rng.random(n) < 0.05).astype(np.int64)
+    cols["c4_sentences"] = rng.poisson(12, n).astype(np.int64)
+    cols["pii_total"] = rng.poisson(0.2, n).astype(np.int32)
+    return pa.table(cols, schema=signals_schema())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--repeat", type=int, default=30)
+    ap.add_argument("--out", default="bench/out/funnel_query.json")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        layout = RunLayout(Path(tmp) / "run")
+        layout.make()
+        for i, start in enumerate(range(0, args.rows, CHUNK)):
+            write_parquet(synth(min(CHUNK, args.rows - start), seed=i), layout.part("signals", f"{i:05d}"))
+        for kind in ("docs", "rejects"):
+            from lab.io.schema import DOCS_SCHEMA, REJECTS_SCHEMA
+            write_parquet((DOCS_SCHEMA if kind == "docs" else REJECTS_SCHEMA).empty_table(), layout.part(kind, "00000"))
+        t0 = time.perf_counter()
+        run = query.open_run(layout.root, in_memory=True)
+        load_s = time.perf_counter() - t0
+        cfg = Config()
+        rules = ruleset(cfg)
+        filter_sql = query.funnel_filter_shape_sql(rules)
+        cur = run.cursor()
+        # same answer from both shapes
+        f = query.funnel(run, cfg)
+        by_stage = dict(zip(f["stage"], f["docs_dropped"]))
+        alt = dict(zip([d[0] for d in cur.execute(filter_sql).description], cur.execute(filter_sql).fetchone()))
+        assert all(by_stage[k] == v for k, v in alt.items()), (by_stage, alt)
+        timings = {"group_by_first_failure": [], "filter_aggregate_per_stage": []}
+        for _ in range(args.repeat):
+            t = time.perf_counter(); query.funnel(run, cfg); timings["group_by_first_failure"].append(time.perf_counter() - t)
+            t = time.perf_counter(); cur.execute(filter_sql).fetchall(); timings["filter_aggregate_per_stage"].append(time.perf_counter() - t)
+    res = {"rows": args.rows, "load_seconds": round(load_s, 3), "kept": int(f["docs_out"][-1]),
+           **{k: {"median_ms": round(1000 * statistics.median(v), 1),
+                  "p95_ms": round(1000 * sorted(v)[int(0.95 * (len(v) - 1))], 1)} for k, v in timings.items()}}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(res, indent=1))
+    print(json.dumps(res, indent=1))
+
+
+if __name__ == "__main__":
+    main()
