@@ -8,7 +8,7 @@ Two parts:
   near-duplicate licenses. It varies with what is installed, so ``manifest.json`` records every
   file it came from with its hash; tests assert only properties on it.
 - **synthetic** (``synthetic/``): seeded, machine-independent documents with ground-truth labels
-  in ``labels.jsonl`` — clean English, exact and near duplicates, short documents, repetitive
+  in ``labels.jsonl`` (beside ``synthetic/``, not read as input) — clean English, exact and near duplicates, short documents, repetitive
   spam, curly-brace code, navigation boilerplate, German/French/Spanish text, PII, empty
   documents, HTML pages in a WARC file, and broken input (invalid JSON, a missing text field,
   malformed UTF-8, a truncated gzip file). Each label names the stage expected to drop the
@@ -241,9 +241,9 @@ def _warc_record(uri: str, html: str, n: int) -> bytes:
     return head + http + b"\r\n\r\n"
 
 
-def build(force: bool = False, *, real: bool = True) -> Path:
-    """Build ``data/sample/`` (once; ``force`` rebuilds). Returns its path."""
-    root = data_dir() / "sample"
+def build(force: bool = False, *, real: bool = True, root: Path | None = None) -> Path:
+    """Build ``data/sample/`` (or ``root``) once; ``force`` rebuilds. Returns its path."""
+    root = Path(root) if root is not None else data_dir() / "sample"
     marker = root / "manifest.json"
     if marker.exists() and not force:
         return root
@@ -252,7 +252,7 @@ def build(force: bool = False, *, real: bool = True) -> Path:
     syn.mkdir(parents=True, exist_ok=True)
 
     docs = synthetic_documents(rng)
-    with open(syn / "labels.jsonl", "w") as f:
+    with open(root / "labels.jsonl", "w") as f:
         for d in docs:
             f.write(json.dumps({k: v for k, v in d.items() if k != "text"}, sort_keys=True) + "\n")
     with open(syn / "documents.jsonl", "w") as f:
@@ -260,12 +260,12 @@ def build(force: bool = False, *, real: bool = True) -> Path:
             f.write(json.dumps({"id": d["id"], "text": d["text"]}, ensure_ascii=False) + "\n")
 
     pages = []
-    with gzip.open(syn / "pages.warc.gz", "wb", mtime=0) as f:
+    with gzip.GzipFile(syn / "pages.warc.gz", "wb", mtime=0) as f:
         for i in range(20):
             body = english_doc(rng, 6)
             pages.append({"id": f"page-{i:03d}", "label": "html", "expect": "kept"})
             f.write(_warc_record(f"https://example.org/articles/{i}", _html_page(f"Article {i}", body), i))
-    with open(syn / "labels.jsonl", "a") as f:
+    with open(root / "labels.jsonl", "a") as f:
         for p in pages:
             f.write(json.dumps(p, sort_keys=True) + "\n")
 
@@ -306,4 +306,4 @@ def build(force: bool = False, *, real: bool = True) -> Path:
 
 def labels(root: Path | None = None) -> list[dict]:
     root = root or data_dir() / "sample"
-    return [json.loads(line) for line in open(root / "synthetic" / "labels.jsonl")]
+    return [json.loads(line) for line in open(root / "labels.jsonl")]

@@ -140,14 +140,15 @@ def _expand(i: int, inp: InputConfig) -> Iterator[tuple[str, str, str]]:
     if glob.has_magic(path):
         root = _glob_root(path)
         matches = sorted(glob.glob(path, recursive=True))
-        found = []
+        by_rel: dict[str, str | None] = {}  # "**" matches a directory and the files in it: keep each once
+        for m in matches:
+            if os.path.isfile(m):  # named by the pattern itself: an explicit format applies as is
+                by_rel[os.path.relpath(m, root)] = inp.format if inp.format != "auto" else (format_of(m) or "text")
         for m in matches:
             if os.path.isdir(m):
-                found += [(os.path.relpath(os.path.join(m, r), root), _dir_format(inp.format, r))
-                          for r in _walk(m)]
-            elif os.path.isfile(m):  # named by the pattern itself: an explicit format applies as is
-                fmt = inp.format if inp.format != "auto" else (format_of(m) or "text")
-                found.append((os.path.relpath(m, root), fmt))
+                for r in _walk(m):
+                    by_rel.setdefault(os.path.relpath(os.path.join(m, r), root), _dir_format(inp.format, r))
+        found = list(by_rel.items())
         if not found:
             raise ConfigError(f"{where} matches no file (glob relative to {os.getcwd()}); "
                               "fix the pattern or remove the input")

@@ -121,67 +121,111 @@ class _Broken(Exception):
     """A compressed stream ended in error; the message says which compression and why."""
 
 
-def _chunks(f: io.BufferedReader) -> Iterator[bytes]:
-    """Decompressed chunks of the rest of ``f`` (codec sniffed from its first bytes); raises _Broken."""
+def _codec(f: io.BufferedReader) -> str:
+    """``gzip``, ``zstd`` or ``none`` from the first bytes of ``f`` (not its name); does not move ``f``."""
     head = f.peek(4)[:4]
-    if head.startswith(GZIP_MAGIC):
+    return "gzip" if head.startswith(GZIP_MAGIC) else "zstd" if head.startswith(ZSTD_MAGIC) else "none"
+
+
+def _chunks(f: io.BufferedReader, codec: str) -> Iterator[bytes]:
+    """Decompressed chunks of the rest of ``f``; a broken stream raises _Broken after its good bytes."""
+    if codec == "gzip":
         return _gunzip(f)
-    if head.startswith(ZSTD_MAGIC):
+    if codec == "zstd":
         return _unzstd(f)
     return iter(lambda: f.read(CHUNK), b"")
 
 
 def _gunzip(f: io.BufferedReader) -> Iterator[bytes]:
-    """Multi-member gzip; trailing NUL padding is ignored, truncation and bad data raise _Broken."""
+    """Multi-member gzip; NUL padding between members is ignored, truncation and bad data raise _Broken."""
     d = None
     while chunk := f.read(CHUNK):
         data = chunk
-        while data:
+        while True:
             if d is None:
                 data = data.lstrip(b"\0")
                 if not data:
                     break
                 d = zlib.decompressobj(31)
             try:
-                out = d.decompress(data, CHUNK)
+                out = d.decompress(data, CHUNK)  # capped: a small chunk may inflate a lot
             except zlib.error as e:
                 raise _Broken(f"gzip data error ({e})") from None
             if out:
                 yield out
             if d.eof:
                 data, d = d.unused_data, None
-            else:
-                data = d.unconsumed_tail
+                continue
+            data = d.unconsumed_tail
+            if not data and len(out) < CHUNK:
+                break
     if d is not None:
-        out = d.flush()
+        try:
+            out = d.flush()
+        except zlib.error as e:
+            raise _Broken(f"gzip data error ({e})") from None
         if out:
             yield out
-        raise _Broken("gzip stream truncated (ended before the end-of-stream marker)")
+        if not d.eof:
+            raise _Broken("gzip stream truncated (ended before the end-of-stream marker)")
 
 
 def _unzstd(f: io.BufferedReader) -> Iterator[bytes]:
-    """Multi-frame zstd; truncation and bad data raise _Broken."""
+    """Multi-frame zstd in bounded chunks; truncation and bad data raise _Broken.
+
+    zstandard's stream reader ends quietly at a truncated frame, so the frame and block headers
+    are walked first (a few bytes per 128 KiB block) to learn whether the file is complete.
+    """
     import zstandard
 
-    dctx = zstandard.ZstdDecompressor()
-    d = None
-    while chunk := f.read(CHUNK // 8):  # compressed input: keep each call's output modest
-        data = chunk
-        while data:
-            if d is None:
-                d = dctx.decompressobj()
-            try:
-                out = d.decompress(data)
-            except zstandard.ZstdError as e:
-                raise _Broken(f"zstd data error ({e})") from None
-            if out:
-                yield out
-            if d.eof:
-                data, d = d.unused_data, None
-            else:
-                data = b""
-    if d is not None:
-        raise _Broken("zstd stream truncated (ended inside a frame)")
+    start = f.tell()
+    truncated = _zstd_truncation(f)
+    f.seek(start)
+    reader = zstandard.ZstdDecompressor().stream_reader(f, read_across_frames=True, closefd=False)
+    try:
+        while chunk := reader.read(CHUNK):
+            yield chunk
+    except zstandard.ZstdError as e:
+        raise _Broken(f"zstd data error ({e})") from None
+    if truncated:
+        raise _Broken(truncated)
+
+
+_ZSTD_FRAME = 0xFD2FB528
+
+
+def _zstd_truncation(f: io.BufferedReader) -> str:
+    """Why the zstd frames from the current position do not end exactly at the end of the file, or ""."""
+    pos = f.tell()
+    size = f.seek(0, os.SEEK_END)
+    short = f"zstd stream truncated (the file ends inside the frame that starts at compressed byte {{}}, " \
+            f"{size} bytes in all)"
+    while pos < size:
+        frame = pos
+        f.seek(pos)
+        head = f.read(18)
+        if len(head) < 5:
+            return short.format(frame)
+        magic = int.from_bytes(head[:4], "little")
+        if magic & 0xFFFFFFF0 == 0x184D2A50:  # skippable frame: magic, 4-byte size, data
+            pos += 8 + int.from_bytes(head[4:8], "little")
+            continue
+        if magic != _ZSTD_FRAME:
+            return ""  # not a frame: the decompressor reports it as a data error
+        fhd = head[4]
+        single = (fhd >> 5) & 1
+        pos += 5 + (0 if single else 1) + (0, 1, 2, 4)[fhd & 3] + ((1 if single else 0), 2, 4, 8)[fhd >> 6]
+        while True:
+            f.seek(pos)
+            block = f.read(3)
+            if len(block) < 3:
+                return short.format(frame)
+            v = int.from_bytes(block, "little")
+            pos += 3 + (1 if (v >> 1) & 3 == 1 else v >> 3)  # RLE blocks store one byte
+            if v & 1:
+                break
+        pos += 4 if (fhd >> 2) & 1 else 0
+    return short.format(frame) if pos > size else ""
 
 
 class _Stream(io.RawIOBase):
@@ -226,18 +270,15 @@ class _Stream(io.RawIOBase):
 
 def read_jsonl(part: Partition, inp: InputConfig, ingest: IngestConfig) -> Iterator[Doc | Reject]:
     """One document per line; a plain file may be read as the byte range ``[start, end)``."""
-    where = f"{part.source}"
+    where = part.source
     with open(part.path, "rb") as f:
-        head = f.peek(4)[:4]
-        compressed = head.startswith(GZIP_MAGIC) or head.startswith(ZSTD_MAGIC)
-        if compressed:
-            first, stop = 0, None
-        else:
+        codec = _codec(f)
+        first, stop = 0, None
+        if codec == "none":  # only plain files are split into byte ranges
             first = _first_line_at(f, part.start)
             stop = None if part.end == -1 else part.end
             f.seek(first)
-        codec = "gzip" if head.startswith(GZIP_MAGIC) else "zstd"
-        for off, line, size, broken in _lines(_chunks(f), first, stop, ingest.max_doc_bytes):
+        for off, line, size, broken in _lines(_chunks(f, codec), first, stop, ingest.max_doc_bytes):
             if broken:
                 yield Reject(part.source, off, f"{where}: {broken} at decompressed byte {off}"
                              + (f"; the incomplete line before it ({size} bytes) is dropped" if size else "")
@@ -320,12 +361,13 @@ def _json_doc(part: Partition, inp: InputConfig, off: int, line: bytes) -> Doc |
     where = f"{part.source} byte {off}"
     size = len(line)
     s, bad = decode_utf8(line)
-    if not s.strip():
-        return Reject(part.source, off, f"{where}: blank line, expected a JSON object", size)
     try:
         obj = json.loads(s)
     except json.JSONDecodeError as e:
-        return Reject(part.source, off, f"{where}: invalid JSON ({e.msg} at column {e.colno})", size)
+        if not s.strip():
+            return Reject(part.source, off, f"{where}: blank line, expected a JSON object", size)
+        msg = e.msg.removesuffix(" at")  # "Invalid control character at"
+        return Reject(part.source, off, f"{where}: invalid JSON ({msg} at column {e.colno})", size)
     if not isinstance(obj, dict):
         return Reject(part.source, off, f"{where}: JSON {type(obj).__name__} where an object was expected", size)
     if inp.text_field not in obj:
@@ -336,12 +378,15 @@ def _json_doc(part: Partition, inp: InputConfig, off: int, line: bytes) -> Doc |
     if not isinstance(text, str):
         return Reject(part.source, off, f"{where}: field {inp.text_field!r} is a {type(text).__name__}, "
                       "not a string", size)
-    text, lone = _scrub(text)
     rid = obj.get(inp.id_field)
+    rid = "" if rid is None else str(rid)
     url = obj.get(inp.url_field)
-    return Doc(source=part.source, locator=off, text=text, raw_bytes=size,
-               url=_scrub(url)[0] if isinstance(url, str) else "",
-               record_id="" if rid is None else _scrub(str(rid))[0],
+    url = url if isinstance(url, str) else ""
+    lone = 0
+    if b"\\ud" in line or b"\\uD" in line:  # only a \uD800-\uDFFF escape can leave a lone surrogate
+        text, lone = _scrub(text)
+        rid, url = _scrub(rid)[0], _scrub(url)[0]
+    return Doc(source=part.source, locator=off, text=text, raw_bytes=size, url=url, record_id=rid,
                malformed_utf8=bad + lone, is_html=inp.html)
 
 
@@ -358,29 +403,34 @@ def read_parquet(part: Partition, inp: InputConfig, ingest: IngestConfig) -> Ite
         pf = pq.ParquetFile(part.path)
         meta = pf.metadata
         names = pf.schema_arrow.names
+        row = sum(meta.row_group(g).num_rows for g in range(part.start))  # first row of the partition
     except (pa.ArrowException, OSError) as e:
         yield Reject(part.source, 0, f"{part.source}: not a readable Parquet file ({e}); {fix}", part.size)
         return
     if inp.text_field not in names:
-        yield Reject(part.source, 0, f"{part.source}: no column {inp.text_field!r}; columns present: "
+        yield Reject(part.source, row, f"{part.source}: no column {inp.text_field!r}; columns present: "
                      f"{', '.join(names)}. Set inputs[{part.input_index}].text_field to the text column",
                      part.size)
         return
     text_type = pf.schema_arrow.field(inp.text_field).type
+    if pa.types.is_dictionary(text_type):
+        text_type = text_type.value_type
     if not (pa.types.is_string(text_type) or pa.types.is_large_string(text_type)
             or pa.types.is_binary(text_type) or pa.types.is_large_binary(text_type)):
-        yield Reject(part.source, 0, f"{part.source}: column {inp.text_field!r} has type {text_type}, "
+        yield Reject(part.source, row, f"{part.source}: column {inp.text_field!r} has type {text_type}, "
                      "expected a string column", part.size)
         return
     columns = [c for c in (inp.text_field, inp.id_field, inp.url_field) if c in names]
     columns = list(dict.fromkeys(columns))
     end = meta.num_row_groups if part.end == -1 else part.end
-    row = sum(meta.row_group(g).num_rows for g in range(part.start))
     for g in range(part.start, end):
         first = row
         try:
             for batch in pf.iter_batches(batch_size=1024, row_groups=[g], columns=columns, use_threads=False):
-                texts = batch.column(inp.text_field).cast(pa.large_binary()).to_pylist()
+                col = batch.column(inp.text_field)
+                if pa.types.is_dictionary(col.type):
+                    col = col.dictionary_decode()
+                texts = col.cast(pa.large_binary()).to_pylist()  # bytes: malformed UTF-8 is counted, not fatal
                 ids = _strings(batch, inp.id_field)
                 urls = _strings(batch, inp.url_field)
                 for k, raw in enumerate(texts):
@@ -433,7 +483,7 @@ def read_text(part: Partition, inp: InputConfig, ingest: IngestConfig) -> Iterat
             with open(full, "rb") as f:
                 data = f.read(ingest.max_doc_bytes + 1)
         except OSError as e:
-            yield Reject(rel, 0, f"{rel}: cannot be read ({e.strerror})", 0)
+            yield Reject(rel, 0, f"{rel}: cannot be read ({e})", 0)
             continue
         nul = data.find(b"\0", 0, BINARY_PROBE)
         if nul >= 0:
@@ -453,12 +503,14 @@ def read_warc(part: Partition, inp: InputConfig, ingest: IngestConfig) -> Iterat
     """HTML response records of a .warc or .warc.gz; locator = record offset in the decompressed stream.
 
     Other records (requests, metadata, images, ...) are not documents and are skipped, but every
-    record is read to its end so that a truncated one is reported rather than lost.
+    record is read to its end so that a truncated one is reported rather than lost. The Reject at
+    a break has ``raw_bytes=0``: how much of the file is lost after it cannot be known.
     """
     from fastwarc.warc import ArchiveIterator, WarcRecordType
 
     with open(part.path, "rb") as f:
-        stream = _Stream(_chunks(f))
+        codec = _codec(f)
+        stream = _Stream(_chunks(f, codec))
         last = -1  # offset of the last record read whole
         failure = ""
         try:
@@ -492,14 +544,14 @@ def read_warc(part: Partition, inp: InputConfig, ingest: IngestConfig) -> Iterat
                     failure = f"record at byte {pos} truncated"
                     break
                 last = pos
-        except OSError as e:
+        except (OSError, ValueError) as e:
             failure = f"invalid WARC data after the record at byte {last} ({e})" if last >= 0 \
                 else f"not a WARC file ({e})"
         if stream.error or failure:
             reason = "; ".join(x for x in (stream.error, failure) if x)
-            yield Reject(part.source, stream.pos, f"{part.source}: {reason}; reading stopped at decompressed "
-                         f"byte {stream.pos}, the records before it were kept. Re-create or re-download the file.",
-                         0)
+            unit = "byte" if codec == "none" else "decompressed byte"
+            yield Reject(part.source, stream.pos, f"{part.source}: {reason}; reading stopped at {unit} {stream.pos}, "
+                         "the records before it were kept. Re-create or re-download the file.", 0)
 
 
 def _drain(rec) -> int:
@@ -520,9 +572,12 @@ def _warc_doc(part: Partition, rec, block: bytes, pos: int, url: str, length: in
         http = WarcRecord.from_bytes(head + block + b"\r\n\r\n")
         http.parse_http(auto_decode="all", quirks_mode=True)
         body = http.reader.read()
-    except OSError as e:
+    except (OSError, ValueError) as e:
         return Reject(part.source, pos, f"{part.source} byte {pos} ({url}): HTTP message cannot be parsed "
                       f"({e})", length)
+    if http.http_headers is None or http.http_headers.status_code is None:
+        return Reject(part.source, pos, f"{part.source} byte {pos} ({url}): response record without a valid "
+                      "HTTP status line", length)
     if (http.http_content_type or "").lower() not in HTML_TYPES:
         return None
     text, bad = _decode(body, http.http_charset)
