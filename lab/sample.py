@@ -106,11 +106,11 @@ _EN = {
 }
 _TEMPLATES = [
     "The {adj} {noun} {verb} the {noun2} of the {adj2} {noun3}.",
-    "{Conn} a {adj} {noun} {adv} {verb} the {noun2} near the {noun3}.",
+    "{Conn}, a {adj} {noun} {adv} {verb} the {noun2} near the {noun3}.",
     "A {noun} that {verb} every {adj} {noun2} will have to be {adj2} and {adj3}.",
     "With the {noun} and the {noun2}, the {adj} {noun3} {adv} {verb} a {noun4}.",
     "Nobody expected the {noun} to be so {adj}, yet the {noun2} {verb} it with {adj2} care.",
-    "{Conn} the {noun} {verb} a {adj} {noun2} and then {verb2} the {noun3}.",
+    "{Conn}, the {noun} {verb} a {adj} {noun2} and then {verb2} the {noun3}.",
 ]
 
 _FOREIGN = {
@@ -188,9 +188,9 @@ def synthetic_documents(rng: random.Random) -> list[dict]:
         return d
 
     clean = [add(english_doc(rng), "clean", "kept") for _ in range(240)]
-    for i in range(30):  # exact copies, some differing only in case and spacing
+    for i in range(30):  # exact copies, half of them differing only in spacing (normalization makes them equal)
         src = clean[i * 7]
-        text = src["text"] if i % 2 else src["text"].upper().replace(". ", ".  ")
+        text = src["text"] if i % 2 else "  " + src["text"].replace(". ", ".  ").replace(", ", ",   ") + "\n"
         add(text, "exact_dup", "exact_dedup", dup_of=src["id"])
     for i in range(30):  # near copies: a few percent of words replaced
         src = clean[i * 7 + 3]

@@ -5,17 +5,35 @@ end, fewer than 3 words, the word "javascript", cookie/terms/privacy-policy phra
 documents (a "lorem ipsum" or a curly brace on a kept line, fewer than 5 sentences left).
 Here the line checks are stored as counts and the document checks as signals; the rules drop
 documents only, and the stored text is not rewritten.
+
+The checks follow datatrove's ``C4QualityFilter`` with its defaults, in its order, on each line
+of ``str.splitlines()`` after ``strip()``: a whitespace-separated word over 1,000 characters;
+Wikipedia citation marks (``[1]``, ``[edit]``, ``[citation needed]``) are deleted; no terminal
+punctuation (the line must end in ``. ? ! " '`` and not in ``...``); fewer than 3 words; "lorem
+ipsum" (flag); "javascript"; a curly brace (flag); a cookie/terms/privacy phrase. A line is
+counted once, under the first check that removes it. datatrove drops the document at the first
+line with a flag; here that line goes on through the later checks and the flags are kept, so
+the keep/drop decision is the same, but a document with both flags is dropped as ``lorem_ipsum``
+even where datatrove names the curly brace (whichever line comes first). Sentences are counted on
+the kept lines with spaCy's sentencizer rule, as datatrove does (``lab.stages.text.sentences``).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import pyarrow as pa
 
 from lab.rules import Rule
+from lab.stages.text import sentences
 
 NAME = "c4"
+MAX_WORD_LENGTH = 1000  # characters
+MIN_WORDS_PER_LINE = 3
+END_PUNCTUATION = (".", "?", "!", '"', "'")
+POLICY_SUBSTRINGS = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies")
+_CITATION = re.compile(r"\[\d*]|\[edit]|\[citation needed]")
 
 
 @dataclass(frozen=True)
@@ -45,7 +63,50 @@ SIGNALS = {
 
 
 def signals(text: str) -> dict:
-    raise NotImplementedError
+    """
+    >>> s = signals("Read the privacy policy here.\\nOne. Two! Three? Four. Five.\\nMenu")
+    >>> s["c4_lines"], s["c4_lines_policy"], s["c4_lines_no_terminal_punct"], s["c4_sentences"]
+    (3, 1, 1, 5)
+    """
+    lines = text.splitlines()
+    long_word = no_punct = few_words = javascript = policy = lorem = curly = n_sentences = 0
+    for line in lines:
+        line = line.strip()
+        ws = line.split()
+        if len(line) > MAX_WORD_LENGTH and max(map(len, ws)) > MAX_WORD_LENGTH:
+            long_word += 1
+            continue
+        if "[" in line:
+            line = _CITATION.sub("", line)
+        if not line.endswith(END_PUNCTUATION) or line.endswith("..."):
+            no_punct += 1
+            continue
+        if len(ws) < MIN_WORDS_PER_LINE:
+            few_words += 1
+            continue
+        lower = line.lower()
+        if "lorem ipsum" in lower:
+            lorem = 1
+        if "javascript" in lower:
+            javascript += 1
+            continue
+        if "{" in line:
+            curly = 1
+        if any(p in lower for p in POLICY_SUBSTRINGS):
+            policy += 1
+            continue
+        n_sentences += sentences(line)
+    return {
+        "c4_lines": len(lines),
+        "c4_lines_long_word": long_word,
+        "c4_lines_no_terminal_punct": no_punct,
+        "c4_lines_few_words": few_words,
+        "c4_lines_javascript": javascript,
+        "c4_lines_policy": policy,
+        "c4_lorem_ipsum": lorem,
+        "c4_curly_brace": curly,
+        "c4_sentences": n_sentences,
+    }
 
 
 def rules(cfg: Config) -> list[Rule]:

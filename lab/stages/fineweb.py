@@ -3,6 +3,14 @@
 Over non-empty lines: the fraction ending in terminal punctuation >= 0.12; the fraction of lines
 of <= 30 characters <= 0.67; characters in duplicated lines / characters (newlines excluded)
 <= 0.01; newlines per word <= 0.3.
+
+As datatrove's filter (current version, defaults): lines are ``text.split("\\n")`` without the
+blank ones, not stripped; terminal punctuation is the Unicode sentence terminals (``. ! ?`` and
+their kin in other scripts, not quotes); duplicated lines are counted after their first
+occurrence, over ``len(text)`` less its newlines; words are datatrove's English words
+(``lab.stages.text``) and the newline count is over the whole text. A text with no non-blank
+line has every ratio 0.0, so it fails ``line_punct_ratio`` first, as datatrove drops it as
+"empty"; a text with no word has its newline count as ratio.
 """
 
 from __future__ import annotations
@@ -12,8 +20,10 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from lab.rules import Rule
+from lab.stages.text import TERMINAL_PUNCTUATION, words
 
 NAME = "fineweb"
+SHORT_LINE_LENGTH = 30  # characters; a line this long or shorter is short
 
 
 @dataclass(frozen=True)
@@ -42,7 +52,25 @@ SIGNALS = {
 
 
 def signals(text: str) -> dict:
-    raise NotImplementedError
+    """
+    >>> s = signals("Home\\nA line that ends with a full stop.\\nHome\\n")
+    >>> s["fw_line_punct_ratio"], s["fw_dup_line_char_ratio"], s["fw_newline_word_ratio"]  # 1/3, 4/42, 3/11
+    (0.3333333333333333, 0.09523809523809523, 0.2727272727272727)
+    """
+    lines = [line for line in text.split("\n") if line.strip()]
+    if not lines:
+        return {"fw_line_punct_ratio": 0.0, "fw_short_line_ratio": 0.0, "fw_dup_line_char_ratio": 0.0,
+                "fw_newline_word_ratio": 0.0}
+    n = len(lines)
+    unique = set(lines)
+    dup_chars = sum(map(len, lines)) - sum(map(len, unique))
+    n_words = len(words(text))
+    return {
+        "fw_line_punct_ratio": sum(1 for line in lines if line[-1] in TERMINAL_PUNCTUATION) / n,
+        "fw_short_line_ratio": sum(1 for line in lines if len(line) <= SHORT_LINE_LENGTH) / n,
+        "fw_dup_line_char_ratio": dup_chars / (len(text) - text.count("\n")),
+        "fw_newline_word_ratio": text.count("\n") / max(n_words, 1),
+    }
 
 
 def rules(cfg: Config) -> list[Rule]:

@@ -5,17 +5,28 @@ Signals only; thresholds live in ``rules``. Defaults are the paper's (as in data
 ``#`` and ellipsis per word <= 0.1 each; <= 90% of lines starting with a bullet; <= 30% of lines
 ending with an ellipsis; >= 80% of words containing an alphabetic character; >= 2 of the stop
 words {the, be, to, of, and, that, have, with}.
+
+Words are datatrove's English words (spaCy tokens, see ``lab.stages.text``); a word made only of
+punctuation is a symbol. ``gq_words`` and the mean length count non-symbol words; the ``#`` and
+ellipsis ratios and the alphabetic ratio are over all words, as datatrove's. ``gq_stop_words``
+counts *distinct* stop words present, case-sensitive (datatrove intersects the sets: "the the"
+is one). Lines are ``str.splitlines()``; a bullet line starts with ``•`` or ``-`` after leading
+whitespace. A text with no words has every value 0 (a ratio over zero words or lines is 0.0), so
+it fails ``too_short`` first, as datatrove drops it.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 import pyarrow as pa
 
 from lab.rules import Rule
+from lab.stages.text import SYMBOLS, words
 
 NAME = "gopher_quality"
+STOP_WORDS = frozenset({"the", "be", "to", "of", "and", "that", "have", "with"})
 
 
 @dataclass(frozen=True)
@@ -29,7 +40,7 @@ class Config:
     max_bullet_lines_ratio: float = 0.9  # fraction of lines starting with a bullet
     max_ellipsis_lines_ratio: float = 0.3  # fraction of lines ending with an ellipsis
     min_alpha_words_ratio: float = 0.8  # fraction of words with an alphabetic character
-    min_stop_words: int = 2  # occurrences of Gopher's stop words
+    min_stop_words: int = 2  # distinct Gopher stop words present
 
     def __post_init__(self) -> None:
         from lab.config import check
@@ -59,7 +70,35 @@ SIGNALS = {
 
 
 def signals(text: str) -> dict:
-    raise NotImplementedError
+    """
+    >>> s = signals("The cat sat on the mat... #cats\\n- and then it slept.")
+    >>> s["gq_words"], s["gq_stop_words"], s["gq_bullet_lines_ratio"]
+    (11, 2, 0.5)
+    """
+    ws = words(text)
+    counts = Counter(ws)
+    n_words = len(ws)
+    n_kept = kept_chars = n_alpha = 0
+    for w, c in counts.items():
+        if w.strip(SYMBOLS):  # some character is not a symbol
+            n_kept += c
+            kept_chars += c * len(w)
+        if w.isalpha() or any(ch.isalpha() for ch in w):
+            n_alpha += c
+    lines = text.splitlines()
+    n_lines = len(lines)
+    bullets = sum(1 for line in lines if line.lstrip().startswith(("•", "-")))
+    ellipsis_lines = sum(1 for line in lines if line.rstrip().endswith(("...", "…")))
+    return {
+        "gq_words": n_kept,
+        "gq_mean_word_length": kept_chars / n_kept if n_kept else 0.0,
+        "gq_hash_word_ratio": text.count("#") / n_words if n_words else 0.0,
+        "gq_ellipsis_word_ratio": (text.count("...") + text.count("…")) / n_words if n_words else 0.0,
+        "gq_bullet_lines_ratio": bullets / n_lines if n_lines else 0.0,
+        "gq_ellipsis_lines_ratio": ellipsis_lines / n_lines if n_lines else 0.0,
+        "gq_alpha_words_ratio": n_alpha / n_words if n_words else 0.0,
+        "gq_stop_words": len(STOP_WORDS & counts.keys()),
+    }
 
 
 def rules(cfg: Config) -> list[Rule]:

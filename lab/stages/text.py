@@ -1,0 +1,337 @@
+"""text: English words as datatrove splits them, for the filter stages.
+
+datatrove's filters split English text with spaCy's blank English tokenizer and drop the
+whitespace tokens. ``words`` re-implements that tokenizer in plain ``re``, without spaCy: split
+on whitespace; peel prefixes and suffixes off each chunk until nothing or a special case is left;
+keep URLs whole; split the rest on infixes (``well-known``, ``a,b``, ``...``); then re-merge runs
+of tokens that spell a special case. Special cases are English contractions (``don't`` -> ``do
+n't``, ``cannot`` -> ``can not``), abbreviations (``e.g.``, ``Mr.``) and emoticons, as in spaCy's
+``lang/en`` tables. Character classes come from Unicode categories where spaCy lists scripts by
+hand, so odd scripts and binary junk may split differently; on 5.4M English chunks (docs, man
+pages, licenses, READMEs) 99.999% gave the same tokens. Each distinct chunk is split once and
+cached, and the last text's words are kept, so stages that ask again get them for free.
+
+``sentences`` counts sentences with the rule of spaCy's ``sentencizer`` (datatrove's C4 filter).
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from itertools import chain
+
+# Unicode sentence terminals, as datatrove's TERMINAL_PUNCTUATION (code point ranges, hex).
+_TERMINAL_RANGES = (
+    "21 2E 3F 589 61D-61F 6D4 700-702 7F9 837 839 83D-83E 964-965 104A-104B 1362 1367-1368 166E "
+    "1735-1736 17D4-17D6 17D9-17DA 1803 1809 1944-1945 1AA8-1AAB 1B5A-1B5B 1B5E-1B5F 1B7D-1B7E "
+    "1C3B-1C3C 1C7E-1C7F 203C-203D 2047-2049 2E2E 2E3C 2E53-2E54 3002 A4FF A60E-A60F A6F3 A6F7 "
+    "A876-A877 A8CE-A8CF A92F A9C8-A9C9 AA5D-AA5F AAF0-AAF1 ABEB FE52 FE56-FE57 FF01 FF0E FF1F FF61 "
+    "10A56-10A57 10F55-10F59 10F86-10F89 11047-11048 110BE-110C1 11141-11143 111C5-111C6 111CD "
+    "111DE-111DF 11238-11239 1123B-1123C 112A9 1144B-1144C 115C2-115C3 115C9-115D7 11641-11642 "
+    "1173C-1173E 11944 11946 11A42-11A43 11A9B-11A9C 11C41-11C42 11EF7-11EF8 11F43-11F44 16A6E-16A6F "
+    "16AF5 16B37-16B38 16B44 16E98 1BC9F 1DA88"
+)
+TERMINAL_PUNCTUATION = frozenset(chr(c) for r in _TERMINAL_RANGES.split() for a, _, b in [r.partition("-")]
+                                 for c in range(int(a, 16), int(b or a, 16) + 1))
+# A word made only of these is a symbol, not a word (datatrove's PUNCTUATION_SET): ASCII
+# punctuation, some CJK/typographic marks, control characters and the sentence terminals.
+SYMBOLS = "".join(sorted(
+    set(r"""!"#$%&'()*+,-./:;<=>?@[\]^_`{|}~—”％１〈、━【「」，】；“《„’∶´．（–？！：～«〉》）。…►»""")
+    | {chr(c) for a, b in ((0, 9), (11, 13), (13, 32), (127, 160)) for c in range(a, b)}
+    | TERMINAL_PUNCTUATION
+))
+
+
+_CATEGORIES = [(c, unicodedata.category(chr(c))) for lo, hi in ((0, 0x10000), (0x1F000, 0x1FC00))
+               for c in range(lo, hi)]
+
+
+def _char_class(categories: tuple[str, ...]) -> str:
+    """The body of a regex character class holding the code points of these Unicode categories."""
+    ranges: list[list[int]] = []
+    for c, cat in _CATEGORIES:
+        if cat in categories:
+            if ranges and ranges[-1][1] == c - 1:
+                ranges[-1][1] = c
+            else:
+                ranges.append([c, c])
+    return "".join(re.escape(chr(a)) + ("-" + re.escape(chr(b)) if b > a else "") for a, b in ranges)
+
+
+# spaCy's character classes and affix rules (lang/char_classes.py, lang/punctuation.py)
+_A = r"^\W\d_"  # letters, used as [{_A}]
+_AN = r"^\W_"  # letters and digits, used as [{_AN}]
+_AL = _char_class(("Ll", "Lo", "Lm"))  # lowercase and uncased letters
+_AU = _char_class(("Lu", "Lt", "Lo", "Lm"))  # uppercase and uncased letters
+_ICON = "[" + _char_class(("So",)) + "]"
+del _CATEGORIES
+_PUNCT = r"… …… , : ; \! \? ¿ ؟ ¡ \( \) \[ \] \{ \} < > _ # \* & 。 ？ ！ ， 、 ； ： ～ · । ، ۔ ؛ ٪".split()
+_QUOTES = r"""\' " ” “ ` ‘ ´ ’ ‚ , „ » « 「 」 『 』 （ ） 〔 〕 【 】 《 》 〈 〉 〈 〉 ⟦ ⟧""".split()
+_CURRENCY = r"\$ £ € ¥ ฿ US\$ C\$ A\$ ₽ ﷼ ₴ ₠ ₡ ₢ ₣ ₤ ₥ ₦ ₧ ₨ ₩ ₪ ₫ € ₭ ₮ ₯ ₰ ₱ ₲ ₳ ₴ ₵ ₶ ₷ ₸ ₹ ₺ ₻ ₼ ₽ ₾ ₿".split()
+_UNITS = ("km km² km³ m m² m³ dm dm² dm³ cm cm² cm³ mm mm² mm³ ha µm nm yd in ft kg g mg µg t lb oz m/s "
+          "km/h kmh mph hPa Pa mbar mb MB kb KB gb GB tb TB T G M K %").split()
+_ELLIPSES = [r"\.\.+", "…"]
+_Q = "".join(_QUOTES)
+
+_PREFIX = re.compile("|".join("^" + p for p in [
+    "§", "%", "=", "—", "–", r"\+(?![0-9])", *_PUNCT, *_ELLIPSES, *_QUOTES, *_CURRENCY, _ICON]))
+_SUFFIX = re.compile("|".join(p + "$" for p in [
+    *_PUNCT, *_ELLIPSES, *_QUOTES, _ICON, "'s", "'S", "’s", "’S", "—", "–", r"(?<=[0-9])\+",
+    r"(?<=°[FfCcKk])\.", rf"(?<=[0-9])(?:{'|'.join(_CURRENCY)})", rf"(?<=[0-9])(?:{'|'.join(_UNITS)})",
+    rf"(?<=[0-9{_AL}%²\-\+{'|'.join(_PUNCT)}(?:{_Q})])\.", rf"(?<=[{_AU}][{_AU}])\."]))
+_INFIX = re.compile("|".join([
+    *_ELLIPSES, _ICON, r"(?<=[0-9])[+\-\*^](?=[0-9-])", rf"(?<=[{_AL}{_Q}])\.(?=[{_AU}{_Q}])",
+    rf"(?<=[{_A}]),(?=[{_A}])", rf"(?<=[{_AN}])(?:-|–|—|--|---|——|~)(?=[{_A}])",
+    rf"(?<=[{_AN}])[:<>=/](?=[{_A}])"]))
+_URL = re.compile(
+    r"^(?:[\w+\-.]{2,}://)?(?:\S+(?::\S*)?@)?"
+    r"(?:(?:[A-Za-z0-9\u00a1-\uffff][A-Za-z0-9\u00a1-\uffff_-]{0,62})?[A-Za-z0-9\u00a1-\uffff]\.)+"
+    rf"[{_AL}]{{2,63}}(?::\d{{2,5}})?(?:[/?#]\S*)?$")
+_EMOTICONS = r"""
+:) :-) :)) :-)) :))) :-))) (: (-: =) (= :] :-] [: [-: [= =] :o) (o: :} :-} 8) 8-) (-8 ;) ;-) (; (-; :( :-( :((
+:-(( :((( :-((( ): )-: =( >:( :') :'-) :'( :'-( :/ :-/ =/ =| :| :-| ]= =[ :1 :P :-P :p :-p :O :-O :o :-o :0 :-0
+:() >:o :* :-* :3 :-3 =3 :> :-> :X :-X :x :-x :D :-D ;D ;-D =D xD XD xDD XDD 8D 8-D ^_^ ^__^ ^___^ >.< >.> <.<
+._. ;_; -_- -__- v.v V.V v_v V_V o_o o_O O_o O_O 0_o o_0 0_0 o.O O.o O.O o.o 0.0 o.0 0.o @_@ <3 <33 <333 </3
+(^_^) (-_-) (._.) (>_<) (*_*) (¬_¬) ಠ_ಠ ಠ︵ಠ (ಠ_ಠ) ¯\(ツ)/¯ (╯°□°）╯︵┻━┻ ><(((*>"""
+
+
+def _specials() -> dict[str, tuple[str, ...]]:
+    """spaCy's English tokenizer exceptions: chunk -> its tokens (lang/en/tokenizer_exceptions.py)."""
+    exc: dict[str, tuple[str, ...]] = {}
+
+    def add(*parts: str) -> None:
+        exc["".join(parts)] = parts
+
+    def both(words: str, *suffix_sets: tuple[str, ...]) -> None:
+        for w in words.split():
+            for o in (w, w.title()):
+                for parts in suffix_sets:
+                    add(o, *parts)
+
+    both("i", ("'m",), ("m",), ("'m", "a"), ("m", "a"))
+    both("i you he she it we they", ("'ll",), ("ll",), ("'ll", "'ve"), ("ll", "ve"), ("'d",), ("d",),
+         ("'d", "'ve"), ("d", "ve"))
+    both("i you we they", ("'ve",), ("ve",))
+    both("you we they", ("'re",), ("re",))
+    both("he she it", ("'s",), ("s",))
+    both("who what when where why how there that this", ("'s",), ("s",))
+    both("who what when where why how there that this these those", ("'ll",), ("ll",), ("'ll", "'ve"),
+         ("ll", "ve"), ("'d",), ("d",), ("'d", "'ve"), ("d", "ve"))
+    both("who what when where why how there these those", ("'re",), ("re",), ("'ve",), ("ve",))
+    both("ca could do does did had may might must need ought sha should wo would", ("n't",), ("nt",),
+         ("n't", "'ve"), ("nt", "ve"))
+    both("could might must should would", ("'ve",), ("ve",))
+    both("ai are is was were have has dare", ("n't",), ("nt",))
+    for w in "doin goin nothin nuthin ol somethin lovin havin".split():
+        for o in (w, w.title()):
+            add(o)
+            add(o + "'")
+    for w in ("'em", "em", "'ll", "ll", "'nuff", "nuff"):
+        add(w)
+    for h in range(1, 13):
+        for p in ("a.m.", "am", "p.m.", "pm"):
+            add(str(h), p)
+    for o in ("y'", "y"):
+        add(o, "all")
+    for o in ("how", "How"):
+        add(o, "'d", "'y")
+    for a, b in (("not", "'ve"), ("not", "ve"), ("can", "not"), ("gon", "na"), ("got", "ta"), ("let", "'s"),
+                 ("c'm", "on")):
+        add(a, b)
+        add(a[0].upper() + a[1:], b)
+    singles = (
+        "'S 's ‘S ‘s and/or w/o 're 'Cause 'cause 'cos 'Cos 'coz 'Coz 'cuz 'Cuz 'bout ma'am Ma'am o'clock O'clock "
+        "Mt. Ak. Ala. Apr. Ariz. Ark. Aug. Calif. Colo. Conn. Dec. Del. Feb. Fla. Ga. Ia. Id. Ill. Ind. Jan. Jul. "
+        "Jun. Kan. Kans. Ky. La. Mar. Mass. Mich. Minn. Miss. N.C. N.D. N.H. N.J. N.M. N.Y. Neb. Nebr. Nev. Nov. "
+        "Oct. Okla. Ore. Pa. S.C. Sep. Sept. Tenn. Va. Wash. Wis. 'd a.m. Adm. Bros. co. Co. Corp. D.C. Dr. e.g. "
+        "E.g. E.G. Gen. Gov. i.e. I.e. I.E. Inc. Jr. Ltd. Md. Messrs. Mo. Mont. Mr. Mrs. Ms. p.m. Ph.D. Prof. "
+        "Rep. Rev. Sen. St. vs. v.s. ' \\\") <space> '' C++ ä. ö. ü. \\t \\n"
+    ).split() + [c + "." for c in "abcdefghijklmnopqrstuvwxyz"] + _EMOTICONS.split()
+    for s in singles:
+        add(s)
+    for u in "cfkCFK":
+        add("°", u, ".")
+    for s in "Ill ill Its its Hell hell Shell shell Shed shed were Were Well well Whore whore".split():
+        exc.pop(s, None)
+    exc.update({k.replace("'", "’"): tuple(p.replace("'", "’") for p in v) for k, v in exc.items() if "'" in k})
+    return exc
+
+
+_SPECIALS = _specials()
+
+
+def _suffix_len(s: str) -> int:
+    """Length of spaCy's suffix match: the leftmost suffix pattern that runs to the end."""
+    if s.endswith(".."):  # the only pattern longer than 4 characters, and then the leftmost
+        return len(s) - len(s.rstrip("."))
+    m = _SUFFIX.search(s, max(0, len(s) - 4))  # lookbehinds still see the whole string
+    return m.end() - m.start() if m else 0
+
+
+def _split(s: str, specials: dict[str, tuple[str, ...]]) -> list[str]:
+    """spaCy's first pass over one chunk: peel affixes, keep specials and URLs, split infixes."""
+    if s in specials:
+        return list(specials[s])
+    prefixes: list[str] = []
+    suffixes: list[str] = []
+    last = 0
+    while s and len(s) != last:
+        if s in specials:
+            break
+        last = len(s)
+        m = _PREFIX.search(s)
+        pre = m.end() if m else 0
+        if pre and s[pre:] in specials:
+            prefixes.append(s[:pre])
+            s = s[pre:]
+            break
+        suf = _suffix_len(s[pre:])
+        if suf and s[:-suf] in specials:
+            suffixes.append(s[-suf:])
+            s = s[:-suf]
+            break
+        if pre and suf and pre + suf <= len(s):
+            prefixes.append(s[:pre])
+            suffixes.append(s[-suf:])
+            s = s[pre:-suf]
+        elif pre:
+            prefixes.append(s[:pre])
+            s = s[pre:]
+        elif suf:
+            suffixes.append(s[-suf:])
+            s = s[:-suf]
+    out = prefixes
+    if s in specials:
+        out.extend(specials[s])
+    elif s and _URL.match(s):
+        out.append(s)
+    elif s:
+        start = 0
+        for m in _INFIX.finditer(s):
+            if m.start() == 0:
+                continue
+            if m.start() != start:
+                out.append(s[start:m.start()])
+            if m.end() != m.start():
+                out.append(m.group())
+            start = m.end()
+        if start < len(s):
+            out.append(s[start:])
+    out.extend(reversed(suffixes))
+    return out
+
+
+# spaCy's second pass: token runs that spell a special case containing affixes are re-merged
+# (``):`` -> ``):``, ``d .`` -> ``d.``). Pattern = the special's affix-only split.
+_MERGE = {tuple(_split(k, {})): k for k in _SPECIALS if _PREFIX.search(k) or _SUFFIX.search(k) or _INFIX.search(k)}
+_MERGE_MAX = max(map(len, _MERGE))
+_MERGE_FIRST = {p[0] for p in _MERGE}
+
+
+def _chunk(s: str) -> tuple[str, ...]:
+    """The tokens of one whitespace-free chunk.
+
+    >>> _chunk('(cannot):')  # a special case inside affixes, and an emoticon re-merged
+    ('(', 'can', 'not', '):')
+    """
+    if s.isalpha():
+        return _SPECIALS.get(s) or (s,)
+    toks = _split(s, _SPECIALS)
+    spans = [(j - i, i, j) for i in range(len(toks)) if toks[i] in _MERGE_FIRST
+             for j in range(i + 1, min(len(toks), i + _MERGE_MAX) + 1) if tuple(toks[i:j]) in _MERGE]
+    if not spans:
+        return tuple(toks)
+    kept, seen = [], set()
+    for _, i, j in sorted(spans, key=lambda s: (-s[0], s[1])):  # longest, then leftmost first (spaCy)
+        if i not in seen and j - 1 not in seen:
+            kept.append((i, j))
+        seen.update(range(i, j))
+    out, pos = [], 0
+    for i, j in sorted(kept):
+        out += toks[pos:i]
+        out += _SPECIALS["".join(toks[i:j])]
+        pos = j
+    return tuple(out + toks[pos:])
+
+
+_CACHE: dict[str, tuple[str, ...]] = {}  # chunk -> tokens; cleared when full
+_CACHE_SIZE = 1 << 18
+_LAST: tuple[str, tuple[str, ...]] = ("", ())  # the last text and its words: stages share them
+
+
+def words(text: str) -> tuple[str, ...]:
+    """English words and punctuation marks, as datatrove's ``split_into_words(text, "en")``.
+
+    >>> words("It's 3.5kg -- well-known, e.g. U.S. (cannot)!")
+    ('It', "'s", '3.5', 'kg', '--', 'well', '-', 'known', ',', 'e.g.', 'U.S.', '(', 'can', 'not', ')', '!')
+    """
+    global _LAST
+    last_text, last_words = _LAST
+    if text is last_text:
+        return last_words
+    chunks = text.split()
+    new = set(chunks).difference(_CACHE)
+    if new:
+        if len(_CACHE) + len(new) > _CACHE_SIZE:
+            _CACHE.clear()
+        _CACHE.update((c, _chunk(c)) for c in new)
+    try:
+        out = tuple(chain.from_iterable(map(_CACHE.__getitem__, chunks)))
+    except KeyError:  # another thread cleared the cache meanwhile
+        out = tuple(t for c in chunks for t in _chunk(c))
+    _LAST = (text, out)
+    return out
+
+
+def _is_punct(token: str) -> bool:
+    return all(unicodedata.category(ch)[0] == "P" for ch in token)
+
+
+_STEPS: dict[str, tuple[tuple[int, bool], tuple[int, bool]]] = {}  # chunk -> sentencizer steps
+_WS_STEP = ((0, False), (1, False))  # a whitespace token is a non-punctuation token
+_WS_THEN_CHUNK = re.compile(r"(\s*)(\S+)")
+
+
+def _steps(chunk: str) -> tuple[tuple[int, bool], tuple[int, bool]]:
+    """For a terminal pending before ``chunk`` (False, True): (sentences started, pending after)."""
+    steps = _STEPS.get(chunk)
+    if steps is None:
+        out = []
+        for pending in (False, True):
+            started = 0
+            for t in _CACHE.get(chunk) or _chunk(chunk):
+                if t in TERMINAL_PUNCTUATION:
+                    pending = True
+                elif pending and not _is_punct(t):
+                    started, pending = started + 1, False
+            out.append((started, pending))
+        if len(_STEPS) >= _CACHE_SIZE:
+            _STEPS.clear()
+        steps = _STEPS[chunk] = (out[0], out[1])
+    return steps
+
+
+def sentences(line: str) -> int:
+    """Sentences in ``line`` by spaCy's sentencizer rule: a new one starts at the first
+    non-punctuation token after a token that is a sentence terminal (``.``, ``!``, ``?``, ...).
+
+    >>> sentences("Dr. Smith arrived at 3 p.m. today. He left! Did he (really)? Yes.")
+    4
+    """
+    chunks = line.split(" ")
+    if len(chunks) == len(line.split()):  # single spaces only: no whitespace tokens
+        steps = map(_steps, chunks)
+    else:  # spaCy keeps whitespace beyond one space as a token
+        steps = []
+        for m in _WS_THEN_CHUNK.finditer(line):
+            ws = m.group(1)
+            if ws[1:] if ws[:1] == " " else ws:
+                steps.append(_WS_STEP)
+            steps.append(_steps(m.group(2)))
+        if not steps:
+            return 0
+    n, pending = 1, False
+    for step in steps:
+        started, pending = step[pending]
+        n += started
+    return n
