@@ -76,8 +76,7 @@ def main() -> None:
     dt_parquet = Path(args.datatrove + ".parquet")
     if dt_json.exists() and dt_parquet.exists():
         dt = json.loads(dt_json.read_text())
-        dt_rate = dt["filters"]["gopher_quality+repetition"]["docs_per_cpu_s"] \
-            if "gopher_quality+repetition" in dt["filters"] else None
+        dt_rate = dt["gopher_quality+repetition"]["both_on_every_doc"]["docs_per_cpu_s"]
         table = pq.read_table(dt_parquet).to_pylist()
         by_id = {r["id"]: r for r in table}
         agree = {}

@@ -48,3 +48,20 @@ def test_model_is_the_packaged_file_and_needs_no_network(tmp_path):
     env = {**os.environ, "HOME": str(tmp_path), "TMPDIR": str(tmp_path)}  # an empty cache: nothing to fall back on
     r = subprocess.run(["unshare", "-n", sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+def test_accuracy_on_translated_man_pages():
+    """Real multilingual text: Debian's translated man pages (installed by .ci/setup --test)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
+    import langid
+
+    have = [d for d in ("de", "fr", "es", "it", "nl", "pl", "ru", "pt") if os.path.isdir(f"/usr/share/man/{d}")]
+    if len(have) < 4 or not shutil.which("groff"):
+        if os.environ.get("CI"):
+            pytest.fail("CI must install the manpages-* packages and groff (see .ci/setup)")
+        pytest.skip("translated man pages or groff are not installed")
+    docs = langid.build_dataset(per_lang=6, langs=("en", *have)).docs
+    assert len({d.lang for d in docs}) >= 5 and len(docs) >= 30
+    right = sum(language.signals(d.text)["lang"] == d.lang for d in docs)
+    print(f"language ID accuracy on {len(docs)} man pages in {len(have) + 1} languages: {right / len(docs):.3f}")
+    assert right / len(docs) >= 0.95
