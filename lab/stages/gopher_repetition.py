@@ -6,7 +6,7 @@ duplicate lines <= 0.3 and <= 0.2; the most frequent 2/3/4-gram covers <= 0.20/0
 characters; duplicated 5..10-grams cover <= 0.15/0.14/0.13/0.12/0.11/0.10 of the characters.
 
 Definitions follow datatrove's filter exactly; every fraction of characters is over ``len(text)``.
-Paragraphs are ``re.split(r"\n{2,}", text.strip())`` and lines ``re.split(r"\n+", text)``; an
+Paragraphs are ``re.split(r"\\n{2,}", text.strip())`` and lines ``re.split(r"\\n+", text)``; an
 item equal to an earlier one is a duplicate (the first occurrence is not counted). Words are
 datatrove's English words (``lab.stages.text``). The top n-gram covers ``len(" ".join(ngram)) *
 count``, the most frequent n-gram winning ties by first occurrence; no n-gram gives 0.0. The

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from itertools import chain
+from itertools import chain, islice
 
 # Unicode sentence terminals, as datatrove's TERMINAL_PUNCTUATION (code point ranges, hex).
 _TERMINAL_RANGES = (
@@ -42,29 +42,26 @@ SYMBOLS = "".join(sorted(
 ))
 
 
-_CATEGORIES = [(c, unicodedata.category(chr(c))) for lo, hi in ((0, 0x10000), (0x1F000, 0x1FC00))
-               for c in range(lo, hi)]
-
-
-def _char_class(categories: tuple[str, ...]) -> str:
-    """The body of a regex character class holding the code points of these Unicode categories."""
-    ranges: list[list[int]] = []
-    for c, cat in _CATEGORIES:
-        if cat in categories:
-            if ranges and ranges[-1][1] == c - 1:
-                ranges[-1][1] = c
-            else:
-                ranges.append([c, c])
-    return "".join(re.escape(chr(a)) + ("-" + re.escape(chr(b)) if b > a else "") for a, b in ranges)
+def _char_classes(*groups: tuple[str, ...]) -> list[str]:
+    """Bodies of regex character classes, one per group of Unicode categories (BMP and emoji)."""
+    ranges: list[list[list[int]]] = [[] for _ in groups]
+    for c in (*range(0x10000), *range(0x1F000, 0x1FC00)):
+        cat = unicodedata.category(chr(c))
+        for rs, group in zip(ranges, groups):
+            if cat in group:
+                if rs and rs[-1][1] == c - 1:
+                    rs[-1][1] = c
+                else:
+                    rs.append([c, c])
+    return ["".join(re.escape(chr(a)) + ("-" + re.escape(chr(b)) if b > a else "") for a, b in rs) for rs in ranges]
 
 
 # spaCy's character classes and affix rules (lang/char_classes.py, lang/punctuation.py)
 _A = r"^\W\d_"  # letters, used as [{_A}]
 _AN = r"^\W_"  # letters and digits, used as [{_AN}]
-_AL = _char_class(("Ll", "Lo", "Lm"))  # lowercase and uncased letters
-_AU = _char_class(("Lu", "Lt", "Lo", "Lm"))  # uppercase and uncased letters
-_ICON = "[" + _char_class(("So",)) + "]"
-del _CATEGORIES
+# lowercase (and uncased) letters, uppercase (and uncased) letters, symbols
+_AL, _AU, _SO = _char_classes(("Ll", "Lo", "Lm"), ("Lu", "Lt", "Lo", "Lm"), ("So",))
+_ICON = f"[{_SO}]"
 _PUNCT = r"… …… , : ; \! \? ¿ ؟ ¡ \( \) \[ \] \{ \} < > _ # \* & 。 ？ ！ ， 、 ； ： ～ · । ، ۔ ؛ ٪".split()
 _QUOTES = r"""\' " ” “ ` ‘ ´ ’ ‚ , „ » « 「 」 『 』 （ ） 〔 〕 【 】 《 》 〈 〉 〈 〉 ⟦ ⟧""".split()
 _CURRENCY = r"\$ £ € ¥ ฿ US\$ C\$ A\$ ₽ ﷼ ₴ ₠ ₡ ₢ ₣ ₤ ₥ ₦ ₧ ₨ ₩ ₪ ₫ € ₭ ₮ ₯ ₰ ₱ ₲ ₳ ₴ ₵ ₶ ₷ ₸ ₹ ₺ ₻ ₼ ₽ ₾ ₿".split()
@@ -203,7 +200,7 @@ def _split(s: str, specials: dict[str, tuple[str, ...]]) -> list[str]:
     out = prefixes
     if s in specials:
         out.extend(specials[s])
-    elif s and _URL.match(s):
+    elif "." in s and _URL.match(s):  # a URL has a dot before its top-level domain
         out.append(s)
     elif s:
         start = 0
@@ -254,9 +251,26 @@ def _chunk(s: str) -> tuple[str, ...]:
     return tuple(out + toks[pos:])
 
 
-_CACHE: dict[str, tuple[str, ...]] = {}  # chunk -> tokens; cleared when full
-_CACHE_SIZE = 1 << 18
+_CACHE: dict[str, tuple[str, ...]] = {}  # chunk -> tokens, oldest first
+_CACHE_SIZE = 1 << 17  # entries (about 30 MB); the older half goes when full
 _LAST: tuple[str, tuple[str, ...]] = ("", ())  # the last text and its words: stages share them
+
+
+def _remember(cache: dict, new: dict) -> None:
+    if len(cache) + len(new) > _CACHE_SIZE:
+        for key in list(islice(cache, len(cache) // 2)):
+            del cache[key]
+    cache.update(new)
+
+
+def _tokens(chunks: list[str]) -> tuple[str, ...]:
+    new = set(chunks).difference(_CACHE)
+    if new:
+        _remember(_CACHE, {c: _chunk(c) for c in new})
+    try:
+        return tuple(chain.from_iterable(map(_CACHE.__getitem__, chunks)))
+    except KeyError:  # evicted meanwhile
+        return tuple(t for c in chunks for t in _CACHE.get(c) or _chunk(c))
 
 
 def words(text: str) -> tuple[str, ...]:
@@ -267,71 +281,39 @@ def words(text: str) -> tuple[str, ...]:
     """
     global _LAST
     last_text, last_words = _LAST
-    if text is last_text:
-        return last_words
-    chunks = text.split()
-    new = set(chunks).difference(_CACHE)
-    if new:
-        if len(_CACHE) + len(new) > _CACHE_SIZE:
-            _CACHE.clear()
-        _CACHE.update((c, _chunk(c)) for c in new)
-    try:
-        out = tuple(chain.from_iterable(map(_CACHE.__getitem__, chunks)))
-    except KeyError:  # another thread cleared the cache meanwhile
-        out = tuple(t for c in chunks for t in _chunk(c))
-    _LAST = (text, out)
-    return out
+    if text is not last_text:
+        _LAST = last_text, last_words = text, _tokens(text.split())
+    return last_words
 
 
 def _is_punct(token: str) -> bool:
     return all(unicodedata.category(ch)[0] == "P" for ch in token)
 
 
-_STEPS: dict[str, tuple[tuple[int, bool], tuple[int, bool]]] = {}  # chunk -> sentencizer steps
-_WS_STEP = ((0, False), (1, False))  # a whitespace token is a non-punctuation token
 _WS_THEN_CHUNK = re.compile(r"(\s*)(\S+)")
 
 
-def _steps(chunk: str) -> tuple[tuple[int, bool], tuple[int, bool]]:
-    """For a terminal pending before ``chunk`` (False, True): (sentences started, pending after)."""
-    steps = _STEPS.get(chunk)
-    if steps is None:
-        out = []
-        for pending in (False, True):
-            started = 0
-            for t in _CACHE.get(chunk) or _chunk(chunk):
-                if t in TERMINAL_PUNCTUATION:
-                    pending = True
-                elif pending and not _is_punct(t):
-                    started, pending = started + 1, False
-            out.append((started, pending))
-        if len(_STEPS) >= _CACHE_SIZE:
-            _STEPS.clear()
-        steps = _STEPS[chunk] = (out[0], out[1])
-    return steps
-
-
 def sentences(line: str) -> int:
-    """Sentences in ``line`` by spaCy's sentencizer rule: a new one starts at the first
-    non-punctuation token after a token that is a sentence terminal (``.``, ``!``, ``?``, ...).
+    """Sentences in ``line`` by the rule of spaCy's sentencizer: a new one starts at the first
+    token that is not punctuation after a sentence terminal token (``.``, ``!``, ``?``, ...).
+    (Its terminals are ours less some 30 marks of rare scripts.)
 
     >>> sentences("Dr. Smith arrived at 3 p.m. today. He left! Did he (really)? Yes.")
     4
     """
     chunks = line.split(" ")
-    if len(chunks) == len(line.split()):  # single spaces only: no whitespace tokens
-        steps = map(_steps, chunks)
-    else:  # spaCy keeps whitespace beyond one space as a token
-        steps = []
+    if len(chunks) != len(line.split()):  # spaCy keeps whitespace beyond one space as a token
+        chunks = []
         for m in _WS_THEN_CHUNK.finditer(line):
             ws = m.group(1)
             if ws[1:] if ws[:1] == " " else ws:
-                steps.append(_WS_STEP)
-            steps.append(_steps(m.group(2)))
-        if not steps:
-            return 0
+                chunks.append(" ")  # splits to no token but itself, and is not punctuation
+            chunks.append(m.group(2))
+    tokens = _tokens(chunks)
     n, pending = 1, False
-    for step in steps:
-        started, pending = step[pending]
-        n += started
-    return n
+    for t in tokens:
+        if t in TERMINAL_PUNCTUATION:
+            pending = True
+        elif pending and not _is_punct(t):
+            n, pending = n + 1, False
+    return n if tokens else 0
