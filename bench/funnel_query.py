@@ -1,7 +1,9 @@
 """Funnel query latency over N documents of signals (DuckDB, in-memory signals table).
 
-Builds N rows of synthetic signals (every column of ``signals/``, values drawn so that every
-stage drops a share), writes them as one run's Parquet, opens the run in memory as the dashboard
+Builds N rows of signals by resampling (with replacement, seeded) the rows of a real run
+(default ``runs/sample``, made by ``corpus-lab run``), so every signal keeps its real joint
+distribution and the funnel its real retention; ``doc_id`` is made unique and 15% of the rows
+become exact copies of 5% of the others. Writes them as one run's Parquet, opens the run in memory as the dashboard
 does, and times ``lab.query.funnel`` (one GROUP BY over the computed first failing rule) against
 the alternative shape (one FILTER aggregate per stage over cumulative predicates).
 
@@ -19,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from lab import query
 from lab.config import Config
@@ -28,6 +31,17 @@ from lab.io.writers import write_parquet
 from lab.select import ruleset
 
 CHUNK = 1_000_000
+
+
+def resample(source: pa.Table, n: int, seed: int) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    t = source.take(rng.integers(0, source.num_rows, n))
+    ids = np.arange(n, dtype=np.int64) * 2654435761 % (2**62) + seed * n
+    uniq = rng.integers(0, 2**62, n)
+    copy = rng.random(n) < 0.15
+    hashes = np.where(copy, uniq[rng.integers(0, max(n // 20, 1), n)], uniq)
+    t = t.set_column(t.schema.get_field_index("doc_id"), "doc_id", pa.array(ids))
+    return t.set_column(t.schema.get_field_index("content_hash"), "content_hash", pa.array(hashes))
 
 
 def synth(n: int, seed: int) -> pa.Table:
@@ -44,7 +58,10 @@ def synth(n: int, seed: int) -> pa.Table:
         elif name == "drop_reason":
             cols[name] = pa.nulls(n, pa.string())
         elif name == "content_hash":
-            cols[name] = rng.integers(0, int(n * 0.9), n)  # ~10% exact duplicates
+            # 85% unique contents; 15% copies of one of 5% of the documents
+            uniq = rng.integers(0, 2**62, n)
+            copy = rng.random(n) < 0.15
+            cols[name] = np.where(copy, uniq[rng.integers(0, max(n // 20, 1), n)], uniq)
         elif pa.types.is_integer(f.type):
             cols[name] = rng.poisson(60 if name in ("gq_words", "chars", "bytes") else 3, n).astype(np.int64)
         else:
@@ -62,13 +79,17 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=30)
+    ap.add_argument("--from-run", default="runs/sample", help="resample this run's signals ('' = random signals)")
     ap.add_argument("--out", default="bench/out/funnel_query.json")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         layout = RunLayout(Path(tmp) / "run")
         layout.make()
+        source = pa.concat_tables(pq.read_table(p) for p in sorted(Path(args.from_run, "signals").glob("part-*.parquet"))) \
+            if args.from_run else None
         for i, start in enumerate(range(0, args.rows, CHUNK)):
-            write_parquet(synth(min(CHUNK, args.rows - start), seed=i), layout.part("signals", f"{i:05d}"))
+            m = min(CHUNK, args.rows - start)
+            write_parquet(resample(source, m, i) if source is not None else synth(m, seed=i), layout.part("signals", f"{i:05d}"))
         for kind in ("docs", "rejects"):
             from lab.io.schema import DOCS_SCHEMA, REJECTS_SCHEMA
             write_parquet((DOCS_SCHEMA if kind == "docs" else REJECTS_SCHEMA).empty_table(), layout.part(kind, "00000"))
@@ -88,7 +109,7 @@ def main() -> None:
         for _ in range(args.repeat):
             t = time.perf_counter(); query.funnel(run, cfg); timings["group_by_first_failure"].append(time.perf_counter() - t)
             t = time.perf_counter(); cur.execute(filter_sql).fetchall(); timings["filter_aggregate_per_stage"].append(time.perf_counter() - t)
-    res = {"rows": args.rows, "load_seconds": round(load_s, 3), "kept": int(f["docs_out"][-1]),
+    res = {"rows": args.rows, "source": args.from_run or "random", "load_seconds": round(load_s, 3), "kept": int(f["docs_out"][-1]),
            **{k: {"median_ms": round(1000 * statistics.median(v), 1),
                   "p95_ms": round(1000 * sorted(v)[int(0.95 * (len(v) - 1))], 1)} for k, v in timings.items()}}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

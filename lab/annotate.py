@@ -13,6 +13,7 @@ partials) is written last and marks the partition complete.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from lab.io.readers import Reject, read
 from lab.io.run import RunLayout
 from lab.io.schema import DOCS_SCHEMA, REJECTS_SCHEMA, numeric_signals, signals_schema
 from lab.io.writers import write_json, write_parquet
-from lab.rules import first_failure
+from lab.rules import Rule, first_failure
 from lab.select import ruleset
 from lab.stages import STAGES, extract, pii
 
@@ -41,20 +42,22 @@ class PartitionResult:
     bytes: int = 0
     rejected: int = 0
     rejected_bytes: int = 0
+    dropped: dict[str, list[int]] = field(default_factory=dict)  # reason -> [docs, bytes], per-document rules
     stats: dict[str, stats_mod.Summary] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         """The deterministic part (no timings): same input, same JSON."""
         return {"key": self.key, "docs": self.docs, "bytes": self.bytes, "rejected": self.rejected,
-                "rejected_bytes": self.rejected_bytes, "stats": {k: v.to_json() for k, v in self.stats.items()}}
+                "rejected_bytes": self.rejected_bytes, "dropped": dict(sorted(self.dropped.items())), "stats": {k: v.to_json() for k, v in self.stats.items()}}
 
 
 def _clean(v: Any) -> Any:
     return None if isinstance(v, float) and math.isnan(v) else v
 
 
-def annotate_doc(doc: Doc, cfg: Config, batch_rules: list | None, clock: dict[str, float]) -> tuple[dict, str]:
-    """Signals of one document and the text to store. ``batch_rules`` set = batch mode."""
+def annotate_doc(doc: Doc, cfg: Config, batch_rules: dict[str, list[Rule]] | None,
+                 clock: dict[str, float]) -> tuple[dict, str]:
+    """Signals of one document and the text to store. ``batch_rules`` (stage -> rules) set = batch mode."""
     row: dict[str, Any] = {"doc_id": doc.doc_id, "source": doc.source, "bytes": doc.raw_bytes,
                            "malformed_utf8": doc.malformed_utf8, "drop_reason": None}
     text = doc.text
@@ -68,7 +71,7 @@ def annotate_doc(doc: Doc, cfg: Config, batch_rules: list | None, clock: dict[st
         row.update({k: _clean(v) for k, v in module.signals(text).items()})
         clock[module.NAME] = clock.get(module.NAME, 0.0) + (time.thread_time() - t0)
         if batch_rules is not None:
-            why = first_failure([r for r in batch_rules if r.stage == module.NAME], row)
+            why = first_failure(batch_rules.get(module.NAME, ()), row)
             if why:
                 row["drop_reason"] = why
                 break
@@ -83,7 +86,14 @@ def annotate_partition(part: Partition, cfg: Config, run_dir: str | Path) -> dic
     """Read, annotate and write one partition; returns its metrics (also written to stats/part-KEY.json)."""
     layout = RunLayout(Path(run_dir))
     inp = cfg.inputs[part.input_index]
-    batch_rules = ruleset(cfg) if cfg.mode == "batch" else None
+    # per-document rules at the config's fixed thresholds (percentile rules need global statistics);
+    # their drops per reason are this partition's stage metrics, and in batch mode they short-circuit
+    doc_rules = [r for r in ruleset(dataclasses.replace(cfg, percentiles=())) if r.op != "first_in_group"]
+    batch_rules = None
+    if cfg.mode == "batch":
+        batch_rules = {}
+        for r in doc_rules:
+            batch_rules.setdefault(r.stage, []).append(r)
     schema = signals_schema()
     rows: list[dict] = []
     docs: dict[str, list] = {n: [] for n in DOCS_SCHEMA.names}
@@ -101,6 +111,11 @@ def annotate_partition(part: Partition, cfg: Config, run_dir: str | Path) -> dic
             continue
         row, text = annotate_doc(item, cfg, batch_rules, clock)
         rows.append(row)
+        why = row["drop_reason"] if batch_rules is not None else first_failure(doc_rules, row)
+        if why:
+            d = result.dropped.setdefault(why, [0, 0])
+            d[0] += 1
+            d[1] += item.raw_bytes
         result.docs += 1
         result.bytes += item.raw_bytes
         for k, v in (("doc_id", row["doc_id"]), ("source", item.source), ("locator", item.locator),

@@ -211,6 +211,15 @@ def finish(cfg: Config, layout: RunLayout, parts: list[Partition], *, reused: in
         if t.exists():
             for stage, sec in read_json(t)["cpu_seconds"].items():
                 cpu[stage] = cpu.get(stage, 0.0) + sec
+    dropped: dict[str, list[int]] = {}
+    for d in done:
+        for reason, (docs, nbytes) in d.get("dropped", {}).items():
+            acc = dropped.setdefault(reason, [0, 0])
+            acc[0] += docs
+            acc[1] += nbytes
+    from lab import query  # the funnel (with group rules such as exact dedup) is a query over the written signals
+
+    funnel = query.funnel(layout.root, cfg, refresh=True).to_dicts() if totals["docs"] else []
     manifest = {
         "name": cfg.name,
         "mode": cfg.mode,
@@ -223,6 +232,10 @@ def finish(cfg: Config, layout: RunLayout, parts: list[Partition], *, reused: in
                         "docs": d["docs"], "rejected": d["rejected"],
                         "status": "quarantined" if d.get("quarantined") else "complete"} for p, d in zip(parts, done)],
         "totals": totals,
+        # per-document rules at the config's thresholds, summed over partitions: reason -> [docs, bytes]
+        "dropped_per_partition_rules": dict(sorted(dropped.items())),
+        # every stage in funnel order under the run's config, group rules included
+        "funnel": funnel,
         "stage_cpu_seconds": {k: round(v, 3) for k, v in sorted(cpu.items())},
         "last_run": {"partitions_reused": reused, "partitions_run": len(parts) - reused, "seconds": round(seconds, 3)},
     }

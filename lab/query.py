@@ -157,19 +157,30 @@ def codes_sql(rules: list[Rule], *, extra: Sequence[str] = (), run: Run | None =
     groups with more than one member go through the window.
     """
     nullable = run.nullable if run is not None else None
-    cols = list(dict.fromkeys(["doc_id", "bytes", *extra, *(r.signal for r in rules)]))
+    base = list(dict.fromkeys(["doc_id", "bytes", *extra]))
     sized = {r.signal for r in rules if r.op == "first_in_group" and run is not None and f"_n_{r.signal}" in run.columns}
-    cols += [f"_n_{c}" for c in sorted(sized)]
+
+    def keep_after(i: int) -> list[str]:
+        """Columns the layers after rule ``i`` still read: each layer projects down to these."""
+        later = [r.signal for r in rules[i + 1:]]
+        later += [f"_n_{r.signal}" for r in rules[i + 1:] if r.op == "first_in_group" and r.signal in sized]
+        return [c for c in dict.fromkeys(later) if c not in base]
+
+    cols = list(dict.fromkeys([*base, *(r.signal for r in rules), *(f"_n_{c}" for c in sorted(sized))]))
     sql = f"SELECT {', '.join(map(_ident, cols))}, NULL::INTEGER AS code FROM signals"
     pending: list[tuple[int, Rule]] = []
+
+    def select_list(i: int, code: str) -> str:
+        return ", ".join([*map(_ident, base + keep_after(i)), f"{code} AS code"])
 
     def flush(sql: str) -> str:
         if not pending:
             return sql
+        last = pending[-1][0]
         whens = " ".join(f"WHEN {failure(r, nullable=nullable is None or r.signal in nullable)} THEN {i}"
                          for i, r in pending)
         pending.clear()
-        return f"SELECT * REPLACE (coalesce(code, CASE {whens} END) AS code) FROM ({sql})"
+        return f"SELECT {select_list(last, f'coalesce(code, CASE {whens} END)')} FROM ({sql})"
 
     for i, rule in enumerate(rules):
         if rule.op != "first_in_group":
@@ -179,15 +190,14 @@ def codes_sql(rules: list[Rule], *, extra: Sequence[str] = (), run: Run | None =
         col = _ident(rule.signal)
         if rule.signal in sized:
             n = _ident(f"_n_{rule.signal}")
-            sql = (f"WITH prev AS ({sql}) "
-                   f"SELECT * REPLACE (CASE WHEN code IS NULL AND {col} IS NULL THEN {i} ELSE code END AS code) "
+            sql = (f"WITH prev AS MATERIALIZED ({sql}) "
+                   f"SELECT {select_list(i, f'CASE WHEN code IS NULL AND {col} IS NULL THEN {i} ELSE code END')} "
                    f"FROM prev WHERE NOT (code IS NULL AND {n} > 1 AND {col} IS NOT NULL) "
-                   f"UNION ALL SELECT * REPLACE (CASE WHEN row_number() OVER (PARTITION BY {col} ORDER BY doc_id) > 1 "
-                   f"THEN {i} END AS code) FROM prev WHERE code IS NULL AND {n} > 1 AND {col} IS NOT NULL")
+                   f"UNION ALL SELECT {select_list(i, f'CASE WHEN row_number() OVER (PARTITION BY {col} ORDER BY doc_id) > 1 THEN {i} END')} "
+                   f"FROM prev WHERE code IS NULL AND {n} > 1 AND {col} IS NOT NULL")
         else:
-            sql = (f"SELECT * REPLACE (CASE WHEN code IS NOT NULL THEN code "
-                   f"WHEN {col} IS NULL OR row_number() OVER (PARTITION BY {col}, code IS NULL ORDER BY doc_id) > 1 "
-                   f"THEN {i} END AS code) FROM ({sql})")
+            sql = (f"SELECT {select_list(i, f'CASE WHEN code IS NOT NULL THEN code WHEN {col} IS NULL OR row_number() OVER (PARTITION BY {col}, code IS NULL ORDER BY doc_id) > 1 THEN {i} END')} "
+                   f"FROM ({sql})")
     return flush(sql)
 
 
@@ -210,7 +220,7 @@ def drop_reasons(run: str | Path | Run, config: Config) -> pl.DataFrame:
 # --- the funnel -----------------------------------------------------------------------------------
 
 
-def funnel(run: str | Path | Run, config: Config, *, by: str | None = None) -> pl.DataFrame:
+def funnel(run: str | Path | Run, config: Config, *, by: str | None = None, refresh: bool = False) -> pl.DataFrame:
     """Documents and bytes in, dropped and out at each stage, in funnel order.
 
     Each document is counted at the first stage that rejects it; ``ingest`` counts records that
@@ -219,7 +229,7 @@ def funnel(run: str | Path | Run, config: Config, *, by: str | None = None) -> p
     """
     if by is not None and by not in GROUP_BY:
         raise ConfigError(f"funnel by={by!r} is not allowed: must be one of {', '.join(GROUP_BY)} or None")
-    r = open_run(run)
+    r = open_run(run, refresh=refresh)
     rules = ruleset(config, r.stats())
     _check_columns(r, [x.signal for x in rules])
     key = _ident(by) if by else "NULL::VARCHAR"

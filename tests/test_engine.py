@@ -171,3 +171,31 @@ def test_nonexistent_input_is_a_clear_error(tmp_path):
     yaml.write_text(f"inputs: [{{path: {tmp_path}/nope.jsonl}}]\noutput_dir: {tmp_path}\n")
     r = subprocess.run([sys.executable, "-m", "lab.cli", "run", "--config", str(yaml)], capture_output=True, text=True)
     assert r.returncode == 2 and "nope.jsonl" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_python_rules_equal_sql_on_every_sample_document(synthetic, one_worker_run):
+    from lab.select import python_funnel, ruleset
+
+    cfg = config(synthetic, one_worker_run.parent, "one")
+    rows = query.signal_rows(one_worker_run).to_dicts()
+    sql = dict(query.drop_reasons(one_worker_run, cfg).iter_rows())
+    assert python_funnel(ruleset(cfg), rows) == sql
+    for in_memory in (False, True):
+        r = query.open_run(one_worker_run, in_memory=in_memory, refresh=True)
+        assert dict(query.drop_reasons(r, cfg).iter_rows()) == sql
+
+
+def test_manifest_merges_partition_metrics(synthetic, one_worker_run):
+    import json
+
+    m = json.loads((one_worker_run / "manifest.json").read_text())
+    cfg = config(synthetic, one_worker_run.parent, "one")
+    reasons = {r: (d, b) for r, d, b in query.reason_counts(one_worker_run, cfg).iter_rows()}
+    per_doc = {r: tuple(v) for r, v in m["dropped_per_partition_rules"].items()}
+    assert per_doc == {r: v for r, v in reasons.items() if not r.startswith("exact_dedup")}
+    assert [row["docs_dropped"] for row in m["funnel"]] == query.funnel(one_worker_run, cfg)["docs_dropped"].to_list()
+    assert m["totals"]["docs"] + m["totals"]["rejected"] == m["funnel"][0]["docs_in"]
+    assert set(m["stage_cpu_seconds"]) >= {"ingest", "language", "gopher_quality", "gopher_repetition"}
+    assert all(p["status"] == "complete" for p in m["partitions"])
+    assert {i["path"].rsplit("/", 1)[-1] for i in m["inputs"]} == {"documents.jsonl", "broken.jsonl",
+                                                                 "truncated.jsonl.gz", "pages.warc.gz"}
