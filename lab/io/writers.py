@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import os
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -19,47 +20,35 @@ import pyarrow.parquet as pq
 ROW_GROUP_ROWS = 8192  # rows per Parquet row group: small enough to page, large enough to scan fast
 
 
-def _tmp(path: Path) -> Path:
-    return path.with_name(f".tmp-{uuid.uuid4().hex}-{path.name}")
-
-
-def _commit(tmp: Path, path: Path) -> None:
-    with open(tmp, "rb") as f:
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+@contextmanager
+def atomic(path: Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; on success it is flushed and renamed over ``path``."""
+    tmp = path.with_name(f".tmp-{uuid.uuid4().hex}-{path.name}")
+    try:
+        yield tmp
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def write_parquet(table: pa.Table, path: Path) -> None:
     """Write ``table`` to ``path`` atomically (zstd, fixed row groups: same table, same bytes)."""
-    tmp = _tmp(path)
-    try:
+    with atomic(path) as tmp:
         pq.write_table(table, tmp, compression="zstd", row_group_size=ROW_GROUP_ROWS,
                        write_statistics=True, store_schema=True)
-        _commit(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def write_json(obj: Any, path: Path) -> None:
     """Write ``obj`` as sorted, indented JSON to ``path`` atomically."""
-    tmp = _tmp(path)
-    try:
+    with atomic(path) as tmp:
         tmp.write_text(json.dumps(obj, indent=1, sort_keys=True, default=_default) + "\n")
-        _commit(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def write_text(text: str, path: Path) -> None:
-    tmp = _tmp(path)
-    try:
+    with atomic(path) as tmp:
         tmp.write_text(text)
-        _commit(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def read_json(path: Path) -> Any:
