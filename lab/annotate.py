@@ -13,7 +13,6 @@ partials) is written last and marks the partition complete.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -26,7 +25,7 @@ import pyarrow as pa
 from lab import stats as stats_mod
 from lab.config import Config
 from lab.doc import Doc
-from lab.io.partitions import Partition
+from lab.io.partitions import Partition, fingerprint
 from lab.io.readers import Reject, read
 from lab.io.run import RunLayout
 from lab.io.schema import DOCS_SCHEMA, REJECTS_SCHEMA, numeric_signals, signals_schema
@@ -42,13 +41,12 @@ class PartitionResult:
     bytes: int = 0
     rejected: int = 0
     rejected_bytes: int = 0
-    dropped: dict[str, list[int]] = field(default_factory=dict)  # reason -> [docs, bytes], per-document rules
     stats: dict[str, stats_mod.Summary] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         """The deterministic part (no timings): same input, same JSON."""
         return {"key": self.key, "docs": self.docs, "bytes": self.bytes, "rejected": self.rejected,
-                "rejected_bytes": self.rejected_bytes, "dropped": dict(sorted(self.dropped.items())), "stats": {k: v.to_json() for k, v in self.stats.items()}}
+                "rejected_bytes": self.rejected_bytes, "stats": {k: v.to_json() for k, v in self.stats.items()}}
 
 
 def _clean(v: Any) -> Any:
@@ -86,14 +84,12 @@ def annotate_partition(part: Partition, cfg: Config, run_dir: str | Path) -> dic
     """Read, annotate and write one partition; returns its metrics (also written to stats/part-KEY.json)."""
     layout = RunLayout(Path(run_dir))
     inp = cfg.inputs[part.input_index]
-    # per-document rules at the config's fixed thresholds (percentile rules need global statistics);
-    # their drops per reason are this partition's stage metrics, and in batch mode they short-circuit
-    doc_rules = [r for r in ruleset(dataclasses.replace(cfg, percentiles=())) if r.op != "first_in_group"]
     batch_rules = None
-    if cfg.mode == "batch":
+    if cfg.mode == "batch":  # per-document rules short-circuit the later stages (percentiles are refused in batch)
         batch_rules = {}
-        for r in doc_rules:
-            batch_rules.setdefault(r.stage, []).append(r)
+        for r in ruleset(cfg):
+            if r.op != "first_in_group":
+                batch_rules.setdefault(r.stage, []).append(r)
     schema = signals_schema()
     rows: list[dict] = []
     docs: dict[str, list] = {n: [] for n in DOCS_SCHEMA.names}
@@ -111,11 +107,6 @@ def annotate_partition(part: Partition, cfg: Config, run_dir: str | Path) -> dic
             continue
         row, text = annotate_doc(item, cfg, batch_rules, clock)
         rows.append(row)
-        why = row["drop_reason"] if batch_rules is not None else first_failure(doc_rules, row)
-        if why:
-            d = result.dropped.setdefault(why, [0, 0])
-            d[0] += 1
-            d[1] += item.raw_bytes
         result.docs += 1
         result.bytes += item.raw_bytes
         for k, v in (("doc_id", row["doc_id"]), ("source", item.source), ("locator", item.locator),
@@ -137,6 +128,7 @@ def annotate_partition(part: Partition, cfg: Config, run_dir: str | Path) -> dic
     write_json({"key": part.key, "cpu_seconds": {k: round(v, 6) for k, v in clock.items()}}, layout.timing(part.key))
     out = result.to_json()
     out["signals_hash"] = cfg.signals_hash()
+    out["fingerprint"] = fingerprint(part)
     write_json(out, layout.done(part.key))  # last: marks the partition complete
     out["cpu_seconds"] = clock
     return out

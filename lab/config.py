@@ -129,9 +129,12 @@ class Config:
         return getattr(self.stages, name)
 
     def signals_hash(self) -> str:
-        """Hash of everything that changes stored signals (inputs, ingest, mode), not of thresholds."""
+        """Hash of everything that changes stored signals: inputs, ingest and mode, and in batch mode the
+        stage thresholds too (a batch run skips the later stages of dropped documents)."""
         d = to_dict(self)
         part = {k: d[k] for k in ("inputs", "ingest", "mode")}
+        if self.mode == "batch":
+            part["stages"] = d["stages"]
         return hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()[:16]
 
     def config_hash(self) -> str:

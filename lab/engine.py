@@ -33,7 +33,7 @@ from lab.annotate import annotate_partition
 from lab.io.schema import REJECTS_SCHEMA, numeric_signals
 from lab.config import Config, dumps, to_dict
 from lab.errors import ConfigError
-from lab.io.partitions import Partition, plan
+from lab.io.partitions import Partition, files_of, fingerprint, plan
 from lab.io.run import RunLayout
 from lab.io.writers import read_json, write_json, write_parquet, write_text
 from lab.stats import Summary, merge_all
@@ -82,13 +82,16 @@ def _file_hash(path: str) -> str:
     return h.hexdigest()
 
 
-def _inputs_manifest(parts: list[Partition]) -> list[dict]:
+def _inputs_manifest(parts: list[Partition], previous: list[dict]) -> list[dict]:
+    """path, bytes, mtime and hash of every input file; hashes of unchanged files are carried over."""
+    known = {(i["path"], i["bytes"], i.get("mtime_ns")): i["blake2b"] for i in previous}
     seen: dict[str, dict] = {}
     for p in parts:
-        files = [os.path.join(p.path, f) for f in p.files] if p.files else [p.path]
-        for f in files:
+        for f in files_of(p):
             if f not in seen:
-                seen[f] = {"path": f, "bytes": os.path.getsize(f), "blake2b": _file_hash(f)}
+                st = os.stat(f)
+                h = known.get((f, st.st_size, st.st_mtime_ns)) or _file_hash(f)
+                seen[f] = {"path": f, "bytes": st.st_size, "mtime_ns": st.st_mtime_ns, "blake2b": h}
     return [seen[k] for k in sorted(seen)]
 
 
@@ -108,7 +111,20 @@ def _complete(layout: RunLayout, part: Partition, signals_hash: str) -> bool:
     if not p.exists():
         return False
     d = read_json(p)
-    return d.get("signals_hash") == signals_hash and not d.get("quarantined")
+    return (d.get("signals_hash") == signals_hash and not d.get("quarantined")
+            and d.get("fingerprint") == fingerprint(part))
+
+
+def _remove_stale(layout: RunLayout, parts: list[Partition]) -> None:
+    """Delete partition files that the current plan does not have (the input shrank or changed shape)."""
+    keys = {p.key for p in parts}
+    for d in (layout.docs, layout.signals, layout.rejects, layout.stats):
+        for f in d.glob("*"):
+            name = f.name
+            if name.startswith(".tmp-"):
+                f.unlink()
+            elif name.startswith(("part-", "timing-")) and name.split("-", 1)[1].split(".")[0] not in keys:
+                f.unlink()
 
 
 def _quarantine(layout: RunLayout, part: Partition, cfg: Config, error: BaseException) -> dict:
@@ -122,7 +138,7 @@ def _quarantine(layout: RunLayout, part: Partition, cfg: Config, error: BaseExce
         layout.part(kind, part.key).unlink(missing_ok=True)
     write_parquet(pa.table(rec, schema=REJECTS_SCHEMA), layout.part("rejects", part.key))
     out = {"key": part.key, "docs": 0, "bytes": 0, "rejected": 1, "rejected_bytes": part.size, "stats": {},
-           "signals_hash": cfg.signals_hash(), "quarantined": True, "error": reason}
+           "signals_hash": cfg.signals_hash(), "fingerprint": fingerprint(part), "quarantined": True, "error": reason}
     write_json(out, layout.done(part.key))
     return out
 
@@ -141,12 +157,13 @@ def prepare(cfg: Config, *, overwrite: bool = False) -> tuple[RunLayout, list[Pa
         old = read_json(layout.manifest)
         if old.get("signals_hash") != cfg.signals_hash():
             if not overwrite:
-                raise ConfigError(f"{layout.root} holds a run of different inputs/ingest/mode (signals hash "
+                raise ConfigError(f"{layout.root} holds a run of different inputs, ingest or mode (or batch thresholds) (signals hash "
                                   f"{old.get('signals_hash')} != {cfg.signals_hash()}); choose another name or pass --overwrite")
             shutil.rmtree(layout.root)
     elif overwrite and layout.root.exists():
         shutil.rmtree(layout.root)
     layout.make()
+    _remove_stale(layout, parts)
     write_text(dumps(cfg), layout.config)
     return layout, parts
 
@@ -175,8 +192,10 @@ def _run_tasks(client, cfg: Config, layout: RunLayout, todo: list[Partition], *,
     if progress and link:
         print(f"Dask dashboard: {link}", file=sys.stderr)
     futures = {}
+    # task keys name the run directory too: two runs on one scheduler never share results
+    run_id = hashlib.blake2b(f"{layout.root.resolve()}|{cfg.signals_hash()}".encode(), digest_size=8).hexdigest()
     for part in todo:
-        f = client.submit(annotate_partition, part, cfg, str(layout.root), key=f"annotate-{cfg.signals_hash()}-{part.key}",
+        f = client.submit(annotate_partition, part, cfg, str(layout.root), key=f"annotate-{run_id}-{part.key}",
                           retries=cfg.engine.retries, pure=False)
         futures[f] = part
     bar = tqdm(total=sum(p.size for p in todo), unit="B", unit_scale=True, desc="annotate", disable=not progress,
@@ -200,6 +219,7 @@ def _run_tasks(client, cfg: Config, layout: RunLayout, todo: list[Partition], *,
 
 def finish(cfg: Config, layout: RunLayout, parts: list[Partition], *, reused: int = 0, seconds: float = 0.0) -> dict:
     """Merge every partition's metrics and statistics partials (in partition order) into the manifest."""
+    previous = read_json(layout.manifest).get("inputs", []) if layout.manifest.exists() else []
     done = [read_json(layout.done(p.key)) for p in parts]
     merged = merge_all([{k: Summary.from_json(v) for k, v in d["stats"].items()} for d in done])
     totals = {k: sum(d[k] for d in done) for k in ("docs", "bytes", "rejected", "rejected_bytes")}
@@ -211,29 +231,34 @@ def finish(cfg: Config, layout: RunLayout, parts: list[Partition], *, reused: in
         if t.exists():
             for stage, sec in read_json(t)["cpu_seconds"].items():
                 cpu[stage] = cpu.get(stage, 0.0) + sec
-    dropped: dict[str, list[int]] = {}
-    for d in done:
-        for reason, (docs, nbytes) in d.get("dropped", {}).items():
+    from lab import query  # drops depend on thresholds: they are queries over the written signals
+
+    by_part: dict[str, dict[str, list[int]]] = {}
+    funnel = []
+    if totals["docs"]:
+        for key, reason, docs, nbytes in query.reason_counts_by_partition(layout.root, cfg).iter_rows():
+            by_part.setdefault(key, {})[reason] = [docs, nbytes]
+        funnel = query.funnel(layout.root, cfg, refresh=True).to_dicts()
+    dropped: dict[str, list[int]] = {}  # per-partition drops merged by addition
+    for key in sorted(by_part):
+        for reason, (docs, nbytes) in by_part[key].items():
             acc = dropped.setdefault(reason, [0, 0])
             acc[0] += docs
             acc[1] += nbytes
-    from lab import query  # the funnel (with group rules such as exact dedup) is a query over the written signals
-
-    funnel = query.funnel(layout.root, cfg, refresh=True).to_dicts() if totals["docs"] else []
     manifest = {
         "name": cfg.name,
         "mode": cfg.mode,
         "config": to_dict(cfg),
         "config_hash": cfg.config_hash(),
         "signals_hash": cfg.signals_hash(),
-        "inputs": _inputs_manifest(parts),
+        "inputs": _inputs_manifest(parts, previous),
         "versions": _versions(),
         "partitions": [{"key": p.key, "source": p.source, "start": p.start, "end": p.end, "bytes": p.size,
-                        "docs": d["docs"], "rejected": d["rejected"],
+                        "docs": d["docs"], "rejected": d["rejected"], "dropped": by_part.get(p.key, {}),
                         "status": "quarantined" if d.get("quarantined") else "complete"} for p, d in zip(parts, done)],
         "totals": totals,
-        # per-document rules at the config's thresholds, summed over partitions: reason -> [docs, bytes]
-        "dropped_per_partition_rules": dict(sorted(dropped.items())),
+        # under the run's config, summed over the partitions' own counts: reason -> [docs, bytes]
+        "dropped": dict(sorted(dropped.items())),
         # every stage in funnel order under the run's config, group rules included
         "funnel": funnel,
         "stage_cpu_seconds": {k: round(v, 3) for k, v in sorted(cpu.items())},

@@ -21,7 +21,7 @@ from typing import Any, Sequence
 import duckdb
 import polars as pl
 
-from lab.config import Config
+from lab.config import Config, load
 from lab.errors import ConfigError
 from lab.io.run import RunLayout
 from lab.io.writers import read_json
@@ -45,6 +45,7 @@ class Run:
     con: duckdb.DuckDBPyConnection
     columns: tuple[str, ...]  # column names of the signals table
     nullable: frozenset[str] | None = None  # columns that hold NULLs; None = not known (guard every rule)
+    config: Config | None = None  # the config the run was made with (config.yaml)
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         return self.con.cursor()
@@ -95,7 +96,7 @@ def open_run(run: str | Path | Run, *, in_memory: bool = False, refresh: bool = 
         con.execute(f"CREATE VIEW docs AS SELECT * FROM read_parquet({_q(layout.glob('docs'))})")
         con.execute(f"CREATE VIEW rejects AS SELECT * FROM read_parquet({_q(layout.glob('rejects'))})")
         columns = tuple(r[0] for r in con.execute("DESCRIBE signals").fetchall())
-        _runs[key] = Run(layout, con, columns, nullable)
+        _runs[key] = Run(layout, con, columns, nullable, load(layout.config) if layout.config.exists() else None)
         return _runs[key]
 
 
@@ -147,7 +148,8 @@ def _check_columns(run: Run, names: Sequence[str]) -> None:
             raise ConfigError(f"signal {n!r} is not in this run; known: {', '.join(run.columns)}")
 
 
-def codes_sql(rules: list[Rule], *, extra: Sequence[str] = (), run: Run | None = None) -> str:
+def codes_sql(rules: list[Rule], *, extra: Sequence[str] = (), run: Run | None = None,
+              source: str = "signals") -> str:
     """A query of ``doc_id, bytes, code`` (+ ``extra`` columns): ``code`` is the index in ``rules``
     of each document's first failing rule, NULL when it passes them all.
 
@@ -167,7 +169,7 @@ def codes_sql(rules: list[Rule], *, extra: Sequence[str] = (), run: Run | None =
         return [c for c in dict.fromkeys(later) if c not in base]
 
     cols = list(dict.fromkeys([*base, *(r.signal for r in rules), *(f"_n_{c}" for c in sorted(sized))]))
-    sql = f"SELECT {', '.join(map(_ident, cols))}, NULL::INTEGER AS code FROM signals"
+    sql = f"SELECT {', '.join(map(_ident, cols))}, NULL::INTEGER AS code FROM {source}"
     pending: list[tuple[int, Rule]] = []
 
     def select_list(i: int, code: str) -> str:
@@ -208,11 +210,21 @@ def _reason_of(rules: list[Rule]) -> str:
     return f"([{', '.join(_q(r.drop_reason) for r in rules)}])[code + 1]"
 
 
+def _rules(r: Run, config: Config) -> list[Rule]:
+    """The config's rules for this run; a batch run only answers for the thresholds it ran with
+    (it skipped the later stages' signals of the documents it dropped)."""
+    rules = ruleset(config, r.stats())
+    _check_columns(r, [x.signal for x in rules])
+    if r.config is not None and r.config.mode == "batch" and ruleset(r.config) != rules:
+        raise ConfigError(f"{r.layout.root} is a batch run: it answers only for the thresholds it ran with; "
+                          "run the inputs with mode: explore to move thresholds afterwards")
+    return rules
+
+
 def drop_reasons(run: str | Path | Run, config: Config) -> pl.DataFrame:
     """doc_id -> reason (NULL = kept) for every document of the run under ``config``."""
     r = open_run(run)
-    rules = ruleset(config, r.stats())
-    _check_columns(r, [x.signal for x in rules])
+    rules = _rules(r, config)
     return r.cursor().sql(f"SELECT doc_id, {_reason_of(rules)} AS reason FROM ({codes_sql(rules, run=r)}) "
                           "ORDER BY doc_id").pl()
 
@@ -230,8 +242,7 @@ def funnel(run: str | Path | Run, config: Config, *, by: str | None = None, refr
     if by is not None and by not in GROUP_BY:
         raise ConfigError(f"funnel by={by!r} is not allowed: must be one of {', '.join(GROUP_BY)} or None")
     r = open_run(run, refresh=refresh)
-    rules = ruleset(config, r.stats())
-    _check_columns(r, [x.signal for x in rules])
+    rules = _rules(r, config)
     key = _ident(by) if by else "NULL::VARCHAR"
     inner = codes_sql(rules, extra=[by] if by else [], run=r)
     cur = r.cursor()
@@ -300,11 +311,25 @@ def funnel_filter_shape_sql(rules: list[Rule]) -> str:
 def reason_counts(run: str | Path | Run, config: Config) -> pl.DataFrame:
     """Documents and bytes dropped per ``stage.reason``, in funnel order of stages."""
     r = open_run(run)
-    rules = ruleset(config, r.stats())
+    rules = _rules(r, config)
     rows = r.cursor().execute(f"SELECT code, count(*), sum(bytes) FROM ({codes_sql(rules, run=r)}) "
                               "WHERE code IS NOT NULL GROUP BY code ORDER BY code").fetchall()
     return pl.DataFrame({"reason": [rules[c].drop_reason for c, _, _ in rows], "docs": [d for _, d, _ in rows],
                          "bytes": [int(b) for _, _, b in rows]}, schema={"reason": pl.Utf8, "docs": pl.Int64, "bytes": pl.Int64})
+
+
+def reason_counts_by_partition(run: str | Path | Run, config: Config) -> pl.DataFrame:
+    """Documents and bytes dropped per partition key and ``stage.reason`` (each document counted once)."""
+    r = open_run(run)
+    rules = _rules(r, config)
+    src = f"read_parquet({_q(r.layout.glob('signals'))}, filename = true)"
+    rows = r.cursor().execute(
+        f"SELECT regexp_extract(filename, 'part-([^/.]+)\\.parquet$', 1) AS part, code, count(*), sum(bytes) "
+        f"FROM ({codes_sql(rules, extra=['filename'], source=src)}) WHERE code IS NOT NULL "
+        "GROUP BY ALL ORDER BY part, code").fetchall()
+    return pl.DataFrame({"partition": [p for p, _, _, _ in rows], "reason": [rules[c].drop_reason for _, c, _, _ in rows],
+                         "docs": [d for _, _, d, _ in rows], "bytes": [int(b) for _, _, _, b in rows]},
+                        schema={"partition": pl.Utf8, "reason": pl.Utf8, "docs": pl.Int64, "bytes": pl.Int64})
 
 
 def dropped_samples(run: str | Path | Run, config: Config, stage: str, n: int = 10, *, seed: int = 0) -> pl.DataFrame:
@@ -312,7 +337,7 @@ def dropped_samples(run: str | Path | Run, config: Config, stage: str, n: int = 
     if stage not in STAGE_NAMES:
         raise ConfigError(f"unknown stage {stage!r}; known: {', '.join(STAGE_NAMES)}")
     r = open_run(run)
-    rules = ruleset(config, r.stats())
+    rules = _rules(r, config)
     module = next(m for m in STAGES if m.NAME == stage)
     sig_cols = [c for c in module.SIGNALS if c in r.columns]
     cols = ", ".join(f"s.{_ident(c)}" for c in sig_cols)

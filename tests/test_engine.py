@@ -191,11 +191,50 @@ def test_manifest_merges_partition_metrics(synthetic, one_worker_run):
     m = json.loads((one_worker_run / "manifest.json").read_text())
     cfg = config(synthetic, one_worker_run.parent, "one")
     reasons = {r: (d, b) for r, d, b in query.reason_counts(one_worker_run, cfg).iter_rows()}
-    per_doc = {r: tuple(v) for r, v in m["dropped_per_partition_rules"].items()}
-    assert per_doc == {r: v for r, v in reasons.items() if not r.startswith("exact_dedup")}
+    assert {r: tuple(v) for r, v in m["dropped"].items()} == reasons
+    summed = {}
+    for p in m["partitions"]:
+        for r, (d, b) in p["dropped"].items():
+            summed[r] = (summed.get(r, (0, 0))[0] + d, summed.get(r, (0, 0))[1] + b)
+    assert summed == reasons
     assert [row["docs_dropped"] for row in m["funnel"]] == query.funnel(one_worker_run, cfg)["docs_dropped"].to_list()
     assert m["totals"]["docs"] + m["totals"]["rejected"] == m["funnel"][0]["docs_in"]
     assert set(m["stage_cpu_seconds"]) >= {"ingest", "language", "gopher_quality", "gopher_repetition"}
     assert all(p["status"] == "complete" for p in m["partitions"])
     assert {i["path"].rsplit("/", 1)[-1] for i in m["inputs"]} == {"documents.jsonl", "broken.jsonl",
                                                                  "truncated.jsonl.gz", "pages.warc.gz"}
+
+
+def _jsonl(path: Path, n: int, start: int = 0) -> None:
+    import json
+
+    path.write_text("".join(json.dumps({"id": f"{path.stem}-{i}", "text": sample.english_doc(
+        __import__("random").Random(i))}) + "\n" for i in range(start, start + n)))
+
+
+def test_rerun_after_inputs_change_reads_exactly_the_new_inputs(tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    _jsonl(src / "b.jsonl", 10)
+    _jsonl(src / "c.jsonl", 12)
+    cfg = config(src, tmp_path / "runs", "changing")
+    engine.run(cfg, progress=False)
+    _jsonl(src / "a.jsonl", 7)  # a new file sorts first: every partition index shifts
+    _jsonl(src / "c.jsonl", 3, start=100)  # a file shrinks and changes
+    m = engine.run(cfg, progress=False)
+    fresh = config(src, tmp_path / "runs", "fresh")
+    engine.run(fresh, progress=False)
+    assert m["totals"]["docs"] == 20 and query.funnel(cfg.run_dir, cfg, refresh=True)["docs_in"][0] == 20
+    assert_identical(cfg.run_dir, fresh.run_dir)
+
+
+def test_batch_run_thresholds_are_part_of_its_signals(tmp_path, synthetic):
+    cfg = config(synthetic, tmp_path, "batch", mode="batch")
+    engine.run(cfg, progress=False)
+    loose = build(Config, {**__import__("lab.config", fromlist=["to_dict"]).to_dict(cfg),
+                           "stages": {"gopher_quality": {"min_words": 10}}})
+    assert loose.signals_hash() != cfg.signals_hash()
+    with pytest.raises(Exception, match="batch run"):
+        query.funnel(cfg.run_dir, loose)
+    with pytest.raises(Exception, match="different inputs"):
+        engine.run(loose, progress=False)

@@ -262,3 +262,20 @@ def _split_parquet(full: str, size: int, base: dict, partition_bytes: int) -> It
         covered += n
         yield dict(base, start=s, end=e, size=n)
 
+
+def files_of(part: Partition) -> list[str]:
+    """The absolute paths of the files a partition reads."""
+    return [os.path.join(part.path, f) for f in part.files] if part.files else [part.path]
+
+
+def fingerprint(part: Partition) -> dict:
+    """What a partition covers: its place in the input and the size and mtime of its files.
+
+    A completed partition is reused only when its fingerprint is unchanged, so an input file that
+    was added, removed, grown or rewritten is read again.
+    """
+    files = []
+    for f in files_of(part):
+        st = os.stat(f)
+        files.append([f, st.st_size, st.st_mtime_ns])
+    return {"format": part.format, "source": part.source, "start": part.start, "end": part.end, "files": files}
