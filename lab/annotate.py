@@ -73,7 +73,8 @@ def annotate_doc(doc: Doc, cfg: Config, batch_rules: dict[str, list[Rule]] | Non
             if why:
                 row["drop_reason"] = why
                 break
-    if row["drop_reason"] is None and row.get("pii_total"):
+    if row.get("pii_total") or (row["drop_reason"] is not None and "pii_total" not in row):
+        # stored text never holds PII: batch mode scrubs the documents it dropped before the pii stage too
         t0 = time.thread_time()
         text = pii.scrub(text)
         clock["pii"] = clock.get("pii", 0.0) + (time.thread_time() - t0)

@@ -134,6 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     except LabError as e:
         print(f"corpus-lab: error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # unwritable output directory, full disk, vanished input
+        print(f"corpus-lab: error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -33,6 +34,8 @@ def check(key: str, value: Any, ok: bool, allowed: str) -> None:
 
 
 FORMATS = ("auto", "jsonl", "parquet", "text", "warc")
+_MEMORY = re.compile(r"auto|0?\.\d+|1(\.0*)?|\d+(\.\d+)?\s*([kKmMgGtT]i?[bB]|[bB])?")
+_ADDRESS = re.compile(r"(tcp|tls|inproc|ucx|ws|wss)://[^\s:/]+(:\d{1,5})?|[^\s:/]+:\d{1,5}")
 
 
 @dataclass(frozen=True)
@@ -83,7 +86,10 @@ class PercentileRule:
     drop_highest: float = 0.0  # percent of documents, 0..100
 
     def __post_init__(self) -> None:
+        from lab.io.schema import numeric_signals
+
         check("stage", self.stage, self.stage in STAGE_NAMES, "one of " + ", ".join(STAGE_NAMES))
+        check("signal", self.signal, self.signal in numeric_signals(), "a numeric signal: " + ", ".join(numeric_signals()))
         check("drop_lowest", self.drop_lowest, 0 <= self.drop_lowest < 100, "a percent in [0, 100)")
         check("drop_highest", self.drop_highest, 0 <= self.drop_highest < 100, "a percent in [0, 100)")
         check("drop_lowest", self.drop_lowest, self.drop_lowest > 0 or self.drop_highest > 0,
@@ -100,9 +106,11 @@ class EngineConfig:
     def __post_init__(self) -> None:
         check("n_workers", self.n_workers, self.n_workers >= 0, ">= 0 (0 = one per core)")
         check("retries", self.retries, self.retries >= 0, ">= 0")
+        check("memory_limit", self.memory_limit, bool(_MEMORY.fullmatch(self.memory_limit.strip())),
+              "'auto', a size such as 4GiB or 500MB, or a fraction of the machine such as 0.5")
         if self.scheduler is not None:
-            check("scheduler", self.scheduler, "://" in self.scheduler or ":" in self.scheduler,
-                  "a scheduler address such as tcp://127.0.0.1:8786")
+            check("scheduler", self.scheduler, bool(_ADDRESS.fullmatch(self.scheduler)),
+                  "a scheduler address such as tcp://127.0.0.1:8786 (or host:port)")
 
 
 @dataclass(frozen=True)
@@ -266,13 +274,3 @@ def dumps(cfg: Config) -> str:
 
 def save(cfg: Config, path: str | Path) -> None:
     Path(path).write_text(dumps(cfg))
-
-
-def stage_names() -> tuple[str, ...]:
-    return STAGE_NAMES
-
-
-def stage_config(cfg: Config, name: str) -> Any:
-    if name not in BY_NAME:
-        raise ConfigError(f"unknown stage {name!r}; known: {', '.join(STAGE_NAMES)}")
-    return cfg.stage(name)

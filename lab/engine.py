@@ -61,9 +61,11 @@ def client_for(cfg: Config, *, quiet: bool = False) -> Iterator[object]:
         finally:
             client.close()
         return
-    os.environ.update(_THREAD_ENV)
     n = eng.n_workers or os.cpu_count() or 1
-    with dask.config.set({"distributed.worker.daemon": False, "logging.distributed": "error"}):
+    # the worker processes' environment only; the calling process (a notebook) keeps its own
+    environ = {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), **_THREAD_ENV}
+    with dask.config.set({"distributed.worker.daemon": False, "logging.distributed": "error",
+                          "distributed.nanny.pre-spawn-environ": environ}):
         cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=eng.memory_limit,
                                dashboard_address="127.0.0.1:8787", silence_logs=50)
         client = Client(cluster)

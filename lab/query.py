@@ -24,6 +24,7 @@ import polars as pl
 from lab.config import Config, load
 from lab.errors import ConfigError
 from lab.io.run import RunLayout
+from lab.io.schema import numeric_signals
 from lab.io.writers import read_json
 from lab.rules import Rule
 from lab.select import ruleset
@@ -336,6 +337,8 @@ def dropped_samples(run: str | Path | Run, config: Config, stage: str, n: int = 
     """A deterministic sample of ``n`` documents that ``stage`` drops: reason, the stage's signals, text."""
     if stage not in STAGE_NAMES:
         raise ConfigError(f"unknown stage {stage!r}; known: {', '.join(STAGE_NAMES)}")
+    if n < 0:
+        raise ConfigError(f"n={n} is not allowed: must be a count >= 0")
     r = open_run(run)
     rules = _rules(r, config)
     module = next(m for m in STAGES if m.NAME == stage)
@@ -344,7 +347,7 @@ def dropped_samples(run: str | Path | Run, config: Config, stage: str, n: int = 
     sql = (f"WITH f AS (SELECT doc_id, {_reason_of(rules)} AS reason FROM ({codes_sql(rules, run=r)})) "
            f"SELECT f.doc_id, f.reason, s.source, {cols}{', ' if cols else ''}d.text "
            f"FROM f JOIN signals s USING (doc_id) JOIN docs d USING (doc_id) "
-           f"WHERE f.reason LIKE {_q(stage + '.%')} ORDER BY hash(f.doc_id + {int(seed)}) LIMIT {int(n)}")
+           f"WHERE f.reason LIKE {_q(stage + '.%')} ORDER BY hash(f.doc_id, {int(seed)}), f.doc_id LIMIT {int(n)}")
     return r.cursor().sql(sql).pl()
 
 
@@ -353,6 +356,8 @@ def signal_histogram(run: str | Path | Run, signal: str, bins: int = 50, *,
     """Equal-width histogram of a numeric signal: bin_lo, bin_hi, docs (missing values left out)."""
     r = open_run(run)
     _check_columns(r, [signal])
+    if signal not in numeric_signals():
+        raise ConfigError(f"signal {signal!r} is not numeric; histograms take one of {', '.join(numeric_signals())}")
     if bins < 1:
         raise ConfigError(f"bins={bins} is not allowed: must be >= 1")
     cur = r.cursor()

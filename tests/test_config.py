@@ -49,12 +49,21 @@ def test_threshold_change_keeps_signals_hash():
     ("stages: {gopher_quality: {min_words: 10, max_words: 5}}", ["max_words=5", ">= min_words (10)"]),
     ("percentiles: [{stage: nope, signal: x, drop_lowest: 5}]", ["percentiles[0].stage='nope'", "gopher_quality"]),
     ("engine: {retries: -1}", ["engine.retries=-1", ">= 0"]),
+    ("engine: {memory_limit: lots}", ["engine.memory_limit='lots'", "4GiB"]),
+    ("engine: {scheduler: 'foo:bar'}", ["engine.scheduler='foo:bar'", "tcp://127.0.0.1:8786"]),
+    ("percentiles: [{stage: c4, signal: content_hash, drop_lowest: 5}]", ["signal='content_hash'", "numeric signal"]),
 ])
 def test_bad_config_names_key_value_and_allowed(text, must_contain):
     with pytest.raises(ConfigError) as e:
         config.loads(text)
     for s in must_contain:
         assert s in str(e.value), (s, str(e.value))
+
+
+@pytest.mark.parametrize("ok", ["auto", "4GiB", "500MB", "0.5", "2 GB", "1000000"])
+def test_memory_limits_and_addresses_accepted(ok):
+    assert config.loads(f"engine: {{memory_limit: '{ok}', scheduler: 'tcp://10.0.0.5:8786'}}").engine.memory_limit == ok
+    assert config.loads("engine: {scheduler: 'scheduler-host:8786'}").engine.scheduler == "scheduler-host:8786"
 
 
 def test_missing_config_file_and_bad_yaml(tmp_path):

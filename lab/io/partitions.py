@@ -121,7 +121,7 @@ def plan(inputs: Sequence[InputConfig], ingest: IngestConfig) -> list[Partition]
         text = [(root, rel) for root, rel, fmt in files if fmt == "text"]
         for root, rel, fmt in files:
             if fmt != "text":
-                for p in _split(root, rel, fmt, ingest):
+                for p in _split(root, rel, fmt, ingest, inp, i):
                     parts.append(Partition(index=len(parts), input_index=i, **p))
         per = ingest.text_files_per_partition
         for k in range(0, len(text), per):
@@ -219,7 +219,7 @@ def _glob_root(pattern: str) -> str:
     return os.path.abspath(os.sep.join(head) or ".")
 
 
-def _split(root: str, rel: str, fmt: str, ingest: IngestConfig) -> Iterator[dict]:
+def _split(root: str, rel: str, fmt: str, ingest: IngestConfig, inp: InputConfig, i: int) -> Iterator[dict]:
     """Partition fields (without index/input_index) for one non-text file."""
     full = os.path.join(root, rel)
     size = os.path.getsize(full)
@@ -230,20 +230,24 @@ def _split(root: str, rel: str, fmt: str, ingest: IngestConfig) -> Iterator[dict
             last = start + pb >= size
             yield dict(base, start=start, end=-1 if last else start + pb, size=(size - start) if last else pb)
     elif fmt == "parquet":
-        yield from _split_parquet(full, size, base, ingest.partition_bytes)
+        yield from _split_parquet(full, size, base, ingest.partition_bytes, inp.text_field, i)
     else:
         yield dict(base, size=size)
 
 
-def _split_parquet(full: str, size: int, base: dict, partition_bytes: int) -> Iterator[dict]:
+def _split_parquet(full: str, size: int, base: dict, partition_bytes: int, text_field: str, i: int) -> Iterator[dict]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
-        meta = pq.ParquetFile(full).metadata
+        pf = pq.ParquetFile(full)
+        meta, names = pf.metadata, pf.schema_arrow.names
     except (pa.ArrowException, OSError):
         yield dict(base, size=size)  # unreadable: the reader reports it as one reject
         return
+    if text_field not in names:  # a wrong column name is a config mistake, not bad data: stop before any work
+        raise ConfigError(f"inputs[{i}].text_field={text_field!r}: {full} has no such column; its columns are "
+                          f"{', '.join(names)}. Set text_field (and id_field, url_field) to the right columns.")
     rg_sizes = [sum(meta.row_group(g).column(c).total_compressed_size for c in range(meta.num_columns))
                 for g in range(meta.num_row_groups)]
     groups, start, acc = [], 0, 0

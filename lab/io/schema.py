@@ -30,4 +30,7 @@ def signals_schema() -> pa.Schema:
 def numeric_signals() -> list[str]:
     """Signals that get global statistics (every integer or float column but the id)."""
     return [f.name for f in signals_schema()
-            if (pa.types.is_integer(f.type) or pa.types.is_floating(f.type)) and f.name != "doc_id"]
+            if (pa.types.is_integer(f.type) or pa.types.is_floating(f.type)) and f.name not in IDENTIFIERS]
+
+
+IDENTIFIERS = ("doc_id", "content_hash")  # integer columns that are keys, not quantities

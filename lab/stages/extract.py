@@ -21,7 +21,7 @@ NAME = "extract"
 @dataclass(frozen=True)
 class Config:
     enabled: bool = True
-    min_chars: int = 1  # characters of text left after extraction
+    min_chars: int = 1  # characters of text left after extraction, surrounding whitespace not counted
 
     def __post_init__(self) -> None:
         from lab.config import check
@@ -40,11 +40,12 @@ def html_to_text(html: str) -> str:
 
 
 def signals(text: str) -> dict:
+    """Characters of text, leading and trailing whitespace not counted.
+
+    >>> signals(" héllo\n"), signals(" \n\t")
+    ({'chars': 5}, {'chars': 0})
     """
-    >>> signals("héllo")
-    {'chars': 5}
-    """
-    return {"chars": len(text)}
+    return {"chars": len(text.strip())}
 
 
 def rules(cfg: Config) -> list[Rule]:

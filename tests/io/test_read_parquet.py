@@ -5,11 +5,13 @@ from __future__ import annotations
 import os
 
 import pyarrow as pa
+import pytest
 import pyarrow.parquet as pq
 
 from lab.config import IngestConfig, InputConfig
 from lab.doc import Doc
-from lab.io.partitions import plan
+from lab.errors import ConfigError
+from lab.io.partitions import Partition, plan
 from lab.io.readers import Reject, read
 
 
@@ -51,15 +53,16 @@ def test_id_and_url_columns_are_optional(tmp_path):
     assert isinstance(null, Reject) and null.locator == 2 and "'text' is null" in null.reason
 
 
-def test_missing_text_column_lists_columns(tmp_path):
+def test_missing_text_column_is_a_config_error_before_any_work(tmp_path):
     path = tmp_path / "t.parquet"
     pq.write_table(table(5), path)
-    (p,) = plan([InputConfig(str(path))], IngestConfig())
+    with pytest.raises(ConfigError) as e:
+        plan([InputConfig(str(path))], IngestConfig())
+    assert "inputs[0].text_field='text'" in str(e.value) and "columns are body, key, page" in str(e.value)
+    # the reader still rejects such a partition (with the columns listed) if it is given one
+    p = Partition(0, 0, "parquet", str(path), "t.parquet", size=os.path.getsize(path))
     (r,) = read(p, InputConfig(str(path)), IngestConfig())
-    assert isinstance(r, Reject)
-    assert "no column 'text'; columns present: body, key, page" in r.reason
-    assert "inputs[0].text_field" in r.reason
-    assert r.raw_bytes == os.path.getsize(path) == p.size
+    assert isinstance(r, Reject) and "no column 'text'; columns present: body, key, page" in r.reason
 
 
 def test_non_string_text_column(tmp_path):
