@@ -16,21 +16,21 @@ import sys
 from pathlib import Path
 
 from lab.config import Config, EngineConfig, InputConfig, build, dumps, load
-from lab.errors import LabError
+from lab.errors import ConfigError, LabError
 
 
-def sample_config() -> Config:
-    from lab.sample import build as build_sample
+def sample_config(*, build_it: bool = True) -> Config:
+    """The embedded sample's config (``build_it``: build ``data/sample/`` first if it is missing)."""
+    from lab.sample import build as build_sample, data_dir
 
-    root = build_sample()
-    inputs = [InputConfig(path=str(root / "synthetic"), format="auto")]
-    if (root / "real").is_dir():
-        inputs.append(InputConfig(path=str(root / "real"), format="jsonl"))
+    root = build_sample() if build_it else data_dir() / "sample"
+    inputs = [InputConfig(path=str(root / "synthetic"), format="auto"),
+              InputConfig(path=str(root / "real"), format="jsonl")]
     return Config(name="sample", inputs=tuple(inputs))
 
 
 def _resolve(args: argparse.Namespace) -> Config:
-    cfg = load(args.config) if args.config else sample_config()
+    cfg = load(args.config) if args.config else sample_config(build_it=not args.dry_run)
     changes = {}
     if args.name:
         changes["name"] = args.name
@@ -79,6 +79,9 @@ def cmd_funnel(args: argparse.Namespace) -> int:
     from lab import query
 
     run_dir = Path(args.run)
+    if not (run_dir / "config.yaml").is_file():
+        raise ConfigError(f"{str(run_dir)!r} is not a run directory (no config.yaml); runs are made by "
+                          "`corpus-lab run` under runs/<name>")
     cfg = load(args.config) if args.config else load(run_dir / "config.yaml")
     df = query.funnel(run_dir, cfg, by=args.by)
     if args.by:

@@ -269,7 +269,7 @@ def load(path: str | Path) -> Config:
 
 
 def dumps(cfg: Config) -> str:
-    return yaml.safe_dump(to_dict(cfg), sort_keys=False, default_flow_style=None, width=100)
+    return yaml.safe_dump(to_dict(cfg), sort_keys=False, default_flow_style=False, width=100)
 
 
 def save(cfg: Config, path: str | Path) -> None:

@@ -500,10 +500,13 @@ def read_text(part: Partition, inp: InputConfig, ingest: IngestConfig) -> Iterat
 
 
 def read_warc(part: Partition, inp: InputConfig, ingest: IngestConfig) -> Iterator[Doc | Reject]:
-    """HTML response records of a .warc or .warc.gz; locator = record offset in the decompressed stream.
+    """Response records of a .warc or .warc.gz; locator = record offset in the decompressed stream.
 
-    Other records (requests, metadata, images, ...) are not documents and are skipped, but every
-    record is read to its end so that a truncated one is reported rather than lost. The Reject at
+    HTML responses become documents to extract, other ``text/*`` responses plain-text documents;
+    responses of any other content type (images, PDFs, ...) are rejects that name the type. Records
+    that carry no response (warcinfo, request, metadata, revisit) are protocol records, not input
+    documents, and are skipped; every record is read to its end so that a truncated one is
+    reported rather than lost. The Reject at
     a break has ``raw_bytes=0``: how much of the file is lost after it cannot be known.
     """
     from fastwarc.warc import ArchiveIterator, WarcRecordType
@@ -537,9 +540,8 @@ def read_warc(part: Partition, inp: InputConfig, ingest: IngestConfig) -> Iterat
                     if _drain(rec) < want:
                         failure = f"record at byte {pos} truncated"
                         break
-                    if html:
-                        yield Reject(part.source, pos, f"{part.source} byte {pos} ({url}): document of {length} "
-                                     f"bytes exceeds ingest.max_doc_bytes={ingest.max_doc_bytes}", length)
+                    yield Reject(part.source, pos, f"{part.source} byte {pos} ({url}): {'document' if html else 'response'} "
+                                 f"of {length} bytes exceeds ingest.max_doc_bytes={ingest.max_doc_bytes}", length)
                 elif _drain(rec) < length:
                     failure = f"record at byte {pos} truncated"
                     break
@@ -563,7 +565,7 @@ def _drain(rec) -> int:
 
 
 def _warc_doc(part: Partition, rec, block: bytes, pos: int, url: str, length: int) -> Doc | Reject | None:
-    """The Doc of an HTML response block, None for other content, a Reject for a broken HTTP head."""
+    """The Doc of a text response block; a Reject for other content or a broken HTTP head."""
     from fastwarc.warc import WarcRecord
 
     head = (b"WARC/1.1\r\nWARC-Type: response\r\nContent-Type: application/http; msgtype=response\r\n"
@@ -578,8 +580,10 @@ def _warc_doc(part: Partition, rec, block: bytes, pos: int, url: str, length: in
     if http.http_headers is None or http.http_headers.status_code is None:
         return Reject(part.source, pos, f"{part.source} byte {pos} ({url}): response record without a valid "
                       "HTTP status line", length)
-    if (http.http_content_type or "").lower() not in HTML_TYPES:
-        return None
+    ctype = (http.http_content_type or "").lower()
+    if ctype not in HTML_TYPES and not ctype.startswith("text/"):
+        return Reject(part.source, pos, f"{part.source} byte {pos} ({url}): response of content type "
+                      f"{ctype or 'none'} is not a text document", length)
     text, bad = _decode(body, http.http_charset)
     return Doc(source=part.source, locator=pos, text=text, raw_bytes=length, url=url,
-               record_id=rec.headers.get("WARC-Record-ID") or "", malformed_utf8=bad, is_html=True)
+               record_id=rec.headers.get("WARC-Record-ID") or "", malformed_utf8=bad, is_html=ctype in HTML_TYPES)
