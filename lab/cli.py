@@ -68,6 +68,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     lr = manifest["last_run"]
     print(f"run {cfg.run_dir}: {t['docs']} documents, {t['rejected']} rejected records "
           f"({lr['partitions_run']} partitions run, {lr['partitions_reused']} reused, {lr['seconds']:.1f} s)")
+    if t["docs"] == 0:
+        print(f"corpus-lab: warning: no documents were read from the inputs ({t['rejected']} rejected records; "
+              f"see {cfg.run_dir}/rejects/)", file=sys.stderr)
     quarantined = [p for p in manifest["partitions"] if p["status"] == "quarantined"]
     if quarantined:
         print(f"{len(quarantined)} partition(s) quarantined; see {cfg.run_dir}/rejects/", file=sys.stderr)

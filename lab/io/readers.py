@@ -367,7 +367,10 @@ def _json_doc(part: Partition, inp: InputConfig, off: int, line: bytes) -> Doc |
         if not s.strip():
             return Reject(part.source, off, f"{where}: blank line, expected a JSON object", size)
         msg = e.msg.removesuffix(" at")  # "Invalid control character at"
-        return Reject(part.source, off, f"{where}: invalid JSON ({msg} at column {e.colno})", size)
+        hint = ""
+        if s.lstrip()[:1] in ("[", "]", "}") or (s.strip() == "{"):
+            hint = "; the file looks like a JSON array or pretty-printed JSON: JSONL needs one object per line"
+        return Reject(part.source, off, f"{where}: invalid JSON ({msg} at column {e.colno}){hint}", size)
     if not isinstance(obj, dict):
         return Reject(part.source, off, f"{where}: JSON {type(obj).__name__} where an object was expected", size)
     if inp.text_field not in obj:

@@ -17,6 +17,7 @@ cached, and the last text's words are kept, so stages that ask again get them fo
 from __future__ import annotations
 
 import re
+import threading
 import unicodedata
 from itertools import chain, islice
 
@@ -256,11 +257,15 @@ _CACHE_SIZE = 1 << 17  # entries (about 30 MB); the older half goes when full
 _LAST: tuple[str, tuple[str, ...]] = ("", ())  # the last text and its words: stages share them
 
 
+_CACHE_LOCK = threading.Lock()  # workers of an external cluster may run several threads
+
+
 def _remember(cache: dict, new: dict) -> None:
-    if len(cache) + len(new) > _CACHE_SIZE:
-        for key in list(islice(cache, len(cache) // 2)):
-            del cache[key]
-    cache.update(new)
+    with _CACHE_LOCK:
+        if len(cache) + len(new) > _CACHE_SIZE:
+            for key in list(islice(cache, len(cache) // 2)):
+                del cache[key]
+        cache.update(new)
 
 
 def _tokens(chunks: list[str]) -> tuple[str, ...]:
