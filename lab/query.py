@@ -47,6 +47,7 @@ class Run:
     columns: tuple[str, ...]  # column names of the signals table
     nullable: frozenset[str] | None = None  # columns that hold NULLs; None = not known (guard every rule)
     config: Config | None = None  # the config the run was made with (config.yaml)
+    ranges: dict[str, tuple[float, float]] | None = None  # in-memory runs: exact min and max of numeric columns
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         return self.con.cursor()
@@ -84,7 +85,7 @@ def open_run(run: str | Path | Run, *, in_memory: bool = False, refresh: bool = 
             return _runs[key]
         con = duckdb.connect()
         sig = f"read_parquet({_q(layout.glob('signals'))})"
-        nullable = None
+        nullable, ranges = None, None
         if in_memory:
             # group sizes let the dedup window skip singleton groups; NULL-free columns need no NULL guard
             sizes = "".join(f", count(*) OVER (PARTITION BY {_ident(c)}) AS {_ident('_n_' + c)}" for c in GROUP_SIGNALS)
@@ -92,12 +93,16 @@ def open_run(run: str | Path | Run, *, in_memory: bool = False, refresh: bool = 
             names = [r[0] for r in con.execute("DESCRIBE signals").fetchall()]
             counts = con.execute(f"SELECT {', '.join(f'count(*) - count({_ident(c)})' for c in names)} FROM signals").fetchone()
             nullable = frozenset(c for c, n in zip(names, counts) if n)
+            num = [c for c in numeric_signals() if c in names]
+            mm = con.execute(f"SELECT {', '.join(f'min({_ident(c)})::DOUBLE, max({_ident(c)})::DOUBLE' for c in num)} "
+                             "FROM signals").fetchone()
+            ranges = {c: (mm[2 * i], mm[2 * i + 1]) for i, c in enumerate(num) if mm[2 * i] is not None}
         else:
             con.execute(f"CREATE VIEW signals AS SELECT * FROM {sig}")
         con.execute(f"CREATE VIEW docs AS SELECT * FROM read_parquet({_q(layout.glob('docs'))})")
         con.execute(f"CREATE VIEW rejects AS SELECT * FROM read_parquet({_q(layout.glob('rejects'))})")
         columns = tuple(r[0] for r in con.execute("DESCRIBE signals").fetchall())
-        _runs[key] = Run(layout, con, columns, nullable, load(layout.config) if layout.config.exists() else None)
+        _runs[key] = Run(layout, con, columns, nullable, load(layout.config) if layout.config.exists() else None, ranges)
         return _runs[key]
 
 
@@ -143,6 +148,19 @@ def _compare(rule: Rule, *, negate: bool) -> str:
     return f"{col} {ops[rule.op][0 if negate else 1]} {_literal(rule.value)}"
 
 
+def _failure_in(rule: Rule, run: Run | None) -> str | None:
+    """``failure(rule)`` for this run, or None when no document of it can fail the rule: the column's
+    exact min and max (in-memory runs) already satisfy the threshold and it has no NULLs."""
+    nullable = run is None or run.nullable is None or rule.signal in run.nullable
+    rng = run.ranges.get(rule.signal) if run is not None and run.ranges else None
+    if rng is not None and isinstance(rule.value, (int, float)) and not isinstance(rule.value, bool):
+        lo, hi = rng
+        if (rule.op == ">=" and lo >= rule.value) or (rule.op == "<=" and hi <= rule.value) \
+                or (rule.op == "==" and lo == hi == rule.value):
+            return f"{_ident(rule.signal)} IS NULL" if nullable else None
+    return failure(rule, nullable=nullable)
+
+
 def _check_columns(run: Run, names: Sequence[str]) -> None:
     for n in names:
         if n not in run.columns:
@@ -159,7 +177,6 @@ def codes_sql(rules: list[Rule], *, extra: Sequence[str] = (), run: Run | None =
     documents still alive; when ``run`` holds group sizes (``_n_<signal>``), only documents of
     groups with more than one member go through the window.
     """
-    nullable = run.nullable if run is not None else None
     base = list(dict.fromkeys(["doc_id", "bytes", *extra]))
     sized = {r.signal for r in rules if r.op == "first_in_group" and run is not None and f"_n_{r.signal}" in run.columns}
 
@@ -180,10 +197,11 @@ def codes_sql(rules: list[Rule], *, extra: Sequence[str] = (), run: Run | None =
         if not pending:
             return sql
         last = pending[-1][0]
-        whens = " ".join(f"WHEN {failure(r, nullable=nullable is None or r.signal in nullable)} THEN {i}"
-                         for i, r in pending)
+        whens = [(i, _failure_in(r, run)) for i, r in pending]
+        whens = " ".join(f"WHEN {f} THEN {i}" for i, f in whens if f is not None)
         pending.clear()
-        return f"SELECT {select_list(last, f'coalesce(code, CASE {whens} END)')} FROM ({sql})"
+        code = f"coalesce(code, CASE {whens} END)" if whens else "code"
+        return f"SELECT {select_list(last, code)} FROM ({sql})"
 
     for i, rule in enumerate(rules):
         if rule.op != "first_in_group":
@@ -245,9 +263,9 @@ def funnel(run: str | Path | Run, config: Config, *, by: str | None = None, refr
     r = open_run(run, refresh=refresh)
     rules = _rules(r, config)
     key = _ident(by) if by else "NULL::VARCHAR"
-    inner = codes_sql(rules, extra=[by] if by else [], run=r)
     cur = r.cursor()
     stage_of = [x.stage for x in rules]
+    inner = codes_sql(rules, extra=[by] if by else [], run=r)
     dropped = [(grp, "" if code is None else stage_of[code], docs, nbytes) for grp, code, docs, nbytes in cur.execute(
         f"SELECT {key} AS grp, code, count(*) AS docs, coalesce(sum(bytes), 0) AS bytes FROM ({inner}) GROUP BY ALL"
     ).fetchall()]
