@@ -146,7 +146,10 @@ def _quarantine(layout: RunLayout, part: Partition, cfg: Config, error: BaseExce
 
 
 def prepare(cfg: Config, *, overwrite: bool = False) -> tuple[RunLayout, list[Partition]]:
-    """Validate inputs, plan partitions and set up the run directory (no Dask)."""
+    """Validate inputs, plan partitions and set up the run directory (no Dask).
+
+    Call it once the cluster is reachable: a run that cannot start leaves no directory behind.
+    """
     if not cfg.inputs:
         raise ConfigError("inputs is empty: add at least one `- path: ...` under inputs, or run with no --config "
                           "to use the embedded sample")
@@ -172,6 +175,9 @@ def prepare(cfg: Config, *, overwrite: bool = False) -> tuple[RunLayout, list[Pa
 
 def run(cfg: Config, *, progress: bool = True, overwrite: bool = False, client: object | None = None) -> dict:
     """Annotate every partition of ``cfg.inputs`` into ``cfg.run_dir``; returns the manifest."""
+    if client is None and cfg.engine.scheduler:  # connect before anything is written
+        with client_for(cfg) as c:
+            return run(cfg, progress=progress, overwrite=overwrite, client=c)
     layout, parts = prepare(cfg, overwrite=overwrite)
     shash = cfg.signals_hash()
     todo = [p for p in parts if not _complete(layout, p, shash)]
@@ -182,8 +188,7 @@ def run(cfg: Config, *, progress: bool = True, overwrite: bool = False, client: 
                 _run_tasks(c, cfg, layout, todo, progress=progress)
         else:
             _run_tasks(client, cfg, layout, todo, progress=progress)
-    manifest = finish(cfg, layout, parts, reused=len(parts) - len(todo), seconds=time.time() - started)
-    return manifest
+    return finish(cfg, layout, parts, reused=len(parts) - len(todo), seconds=time.time() - started)
 
 
 def _run_tasks(client, cfg: Config, layout: RunLayout, todo: list[Partition], *, progress: bool) -> None:

@@ -238,3 +238,18 @@ def test_batch_run_thresholds_are_part_of_its_signals(tmp_path, synthetic):
         query.funnel(cfg.run_dir, loose)
     with pytest.raises(Exception, match="different inputs"):
         engine.run(loose, progress=False)
+
+
+def test_unreachable_scheduler_is_a_clear_error_and_writes_nothing(tmp_path):
+    import socket
+
+    with socket.socket() as s:  # a free port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (tmp_path / "in.jsonl").write_text('{"text": "x"}\n')
+    yaml = tmp_path / "c.yaml"
+    yaml.write_text(f"name: r\noutput_dir: {tmp_path}/runs\ninputs: [{{path: {tmp_path}/in.jsonl}}]\n")
+    r = subprocess.run([sys.executable, "-m", "lab.cli", "run", "--config", str(yaml), "--scheduler",
+                        f"tcp://127.0.0.1:{port}"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "cannot connect" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "runs").exists()

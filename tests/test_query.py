@@ -108,9 +108,10 @@ def test_funnel_conserves_documents_and_bytes(tmp_path):
     assert f["docs_out"].to_list()[:-1] == f["docs_in"].to_list()[1:]
 
 
-def test_funnel_by_language_and_source_sum_to_total(tmp_path):
+@pytest.mark.parametrize("in_memory", [False, True])
+def test_funnel_by_language_and_source_sum_to_total(tmp_path, in_memory):
     rows = _random_rows(400, seed=5)
-    run = make_run(tmp_path, rows, rejects=[("a.jsonl", 3)])
+    run = query.open_run(make_run(tmp_path, rows, rejects=[("a.jsonl", 3)]), in_memory=in_memory)
     cfg = CONFIGS[1]
     total = query.funnel(run, cfg)
     for by in ("lang", "source"):

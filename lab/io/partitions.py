@@ -81,15 +81,19 @@ def format_of(name: str) -> str | None:
     return None
 
 
+def codec_of(head: bytes) -> str:
+    """``gzip``, ``zstd`` or ``none`` from a file's first bytes.
+
+    >>> codec_of(b"\x1f\x8b\x08\x00"), codec_of(b'{"te')
+    ('gzip', 'none')
+    """
+    return "gzip" if head.startswith(GZIP_MAGIC) else "zstd" if head.startswith(ZSTD_MAGIC) else "none"
+
+
 def compression_of(path: str) -> str:
     """``gzip``, ``zstd`` or ``none``, from the file's first bytes (not its name)."""
     with open(path, "rb") as f:
-        head = f.read(4)
-    if head.startswith(GZIP_MAGIC):
-        return "gzip"
-    if head.startswith(ZSTD_MAGIC):
-        return "zstd"
-    return "none"
+        return codec_of(f.read(4))
 
 
 def plan(inputs: Sequence[InputConfig], ingest: IngestConfig) -> list[Partition]:

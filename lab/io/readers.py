@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from lab.config import IngestConfig, InputConfig
 from lab.doc import Doc
-from lab.io.partitions import GZIP_MAGIC, ZSTD_MAGIC, Partition
+from lab.io.partitions import Partition, codec_of
 
 CHUNK = 1 << 20  # bytes read from disk at a time
 BINARY_PROBE = 8192  # a text file with a NUL byte in its first 8 KiB is binary
@@ -123,8 +123,7 @@ class _Broken(Exception):
 
 def _codec(f: io.BufferedReader) -> str:
     """``gzip``, ``zstd`` or ``none`` from the first bytes of ``f`` (not its name); does not move ``f``."""
-    head = f.peek(4)[:4]
-    return "gzip" if head.startswith(GZIP_MAGIC) else "zstd" if head.startswith(ZSTD_MAGIC) else "none"
+    return codec_of(f.peek(4)[:4])
 
 
 def _chunks(f: io.BufferedReader, codec: str) -> Iterator[bytes]:
