@@ -253,3 +253,37 @@ def test_unreachable_scheduler_is_a_clear_error_and_writes_nothing(tmp_path):
                         f"tcp://127.0.0.1:{port}"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "cannot connect" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_mixed_formats_conserve_records_and_bytes(tmp_path, synthetic):
+    import json
+    import random
+    import shutil as sh
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = random.Random(5)
+    src = tmp_path / "mixed"
+    (src / "texts").mkdir(parents=True)
+    (src / "a.jsonl").write_text("".join(json.dumps({"text": sample.english_doc(rng)}) + "\n" for _ in range(5))
+                                 + '{"broken": \n')
+    pq.write_table(pa.table({"text": [sample.english_doc(rng) for _ in range(4)] + [None]}), src / "b.parquet")
+    for i in range(3):
+        (src / "texts" / f"{i}.txt").write_text(sample.english_doc(rng))
+    (src / "texts" / "blob.bin").write_bytes(bytes(range(256)) * 8)
+    sh.copy(synthetic / "pages.warc.gz", src / "pages.warc.gz")
+    cfg = config(src, tmp_path / "runs", "mixed")
+    m = engine.run(cfg, progress=False)
+    f = query.funnel(cfg.run_dir, cfg)
+    rej = query.reject_rows(cfg.run_dir)
+    # 5 + 4 + 3 + 20 documents; rejects: the broken JSON line, the null Parquet text, the binary file
+    assert m["totals"]["docs"] == 32 and rej.height == 3, rej["reason"].to_list()
+    assert f["docs_in"][0] == 35 == f["docs_out"][-1] + f["docs_dropped"].sum()
+    assert f["bytes_in"][0] == f["bytes_out"][-1] + f["bytes_dropped"].sum()
+    text_bytes = sum(p.stat().st_size for p in (src / "texts").iterdir())
+    cur = query.open_run(cfg.run_dir).cursor()
+    got = cur.execute("SELECT sum(bytes) FROM signals WHERE source LIKE 'texts/%'").fetchone()[0]
+    got += cur.execute("SELECT sum(raw_bytes) FROM rejects WHERE source LIKE 'texts/%'").fetchone()[0]
+    assert got == text_bytes
+    assert any("binary" in r for r in rej["reason"])
