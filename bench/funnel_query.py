@@ -5,7 +5,11 @@ Builds N rows of signals by resampling (with replacement, seeded) the rows of a 
 distribution and the funnel its real retention; ``doc_id`` is made unique and 15% of the rows
 become exact copies of 5% of the others. Writes them as one run's Parquet, opens the run in memory as the dashboard
 does, and times ``lab.query.funnel`` (one GROUP BY over the computed first failing rule) against
-the alternative shape (one FILTER aggregate per stage over cumulative predicates).
+the alternative shape (one FILTER aggregate per stage over cumulative predicates), both
+evaluating every rule on every row ("cold"); then a slider workload: every query moves one
+threshold of one stage to a value not used before, which ``lab.query`` answers incrementally
+from the previous funnel (only the documents between the old and the new threshold, and their
+dedup groups, are evaluated again).
 
     .venv/bin/python bench/funnel_query.py --rows 1000000 --repeat 30
 """
@@ -24,7 +28,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lab import query
-from lab.config import Config
+from lab.config import Config, build
 from lab.io.run import RunLayout
 from lab.io.schema import signals_schema
 from lab.io.writers import write_parquet
@@ -105,10 +109,23 @@ def main() -> None:
         by_stage = dict(zip(f["stage"], f["docs_dropped"]))
         alt = dict(zip([d[0] for d in cur.execute(filter_sql).description], cur.execute(filter_sql).fetchone()))
         assert all(by_stage[k] == v for k, v in alt.items()), (by_stage, alt)
-        timings = {"group_by_first_failure": [], "filter_aggregate_per_stage": []}
+        timings = {"group_by_first_failure": [], "filter_aggregate_per_stage": [], "slider_move": []}
         for _ in range(args.repeat):
+            run.memo.clear()  # cold: every rule on every row
             t = time.perf_counter(); query.funnel(run, cfg); timings["group_by_first_failure"].append(time.perf_counter() - t)
             t = time.perf_counter(); cur.execute(filter_sql).fetchall(); timings["filter_aggregate_per_stage"].append(time.perf_counter() - t)
+        # a slider: every query moves one threshold of one stage to a value not used before (as a user
+        # dragging it does), after a first funnel of the default config
+        run.memo.clear()
+        query.funnel(run, cfg)
+        sliders = [("gopher_quality", "min_words", 50, 1), ("gopher_repetition", "max_dup_line_frac", 0.3, -0.002),
+                   ("fineweb", "max_short_line_ratio", 0.67, -0.002), ("language", "min_score", 0.65, 0.002)]
+        stages: dict = {}
+        for i in range(args.repeat):
+            stage, key, start, step = sliders[i % len(sliders)]
+            stages.setdefault(stage, {})[key] = start + step * (i // len(sliders) + 1)
+            moved = build(Config, {"stages": stages})
+            t = time.perf_counter(); query.funnel(run, moved); timings["slider_move"].append(time.perf_counter() - t)
     res = {"rows": args.rows, "source": args.from_run or "random", "load_seconds": round(load_s, 3), "kept": int(f["docs_out"][-1]),
            **{k: {"median_ms": round(1000 * statistics.median(v), 1),
                   "p95_ms": round(1000 * sorted(v)[int(0.95 * (len(v) - 1))], 1)} for k, v in timings.items()}}

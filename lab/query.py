@@ -14,7 +14,8 @@ signals table into memory for interactive use.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -33,6 +34,8 @@ from lab.stats import Summary
 
 # signals of group rules (one survivor per value): the in-memory table precomputes their group sizes
 GROUP_SIGNALS = tuple(dict.fromkeys(r.signal for m in STAGES for r in m.rules(m.Config()) if r.op == "first_in_group"))
+MEMO_FUNNELS = 256  # per in-memory run: recent funnels that later ones are computed from
+INCREMENTAL_SHARE = 0.25  # recompute from scratch when more of the documents than this may change
 INGEST = "ingest"  # the pseudo-stage of records that could not be read (rejects/)
 FUNNEL_STAGES = (INGEST, *STAGE_NAMES)
 GROUP_BY = ("lang", "source")
@@ -48,6 +51,9 @@ class Run:
     nullable: frozenset[str] | None = None  # columns that hold NULLs; None = not known (guard every rule)
     config: Config | None = None  # the config the run was made with (config.yaml)
     ranges: dict[str, tuple[float, float]] | None = None  # in-memory runs: exact min and max of numeric columns
+    # in-memory runs: (by, rules) -> {(group, code): [docs, bytes]} of recent funnels, newest last
+    memo: OrderedDict | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         return self.con.cursor()
@@ -102,7 +108,8 @@ def open_run(run: str | Path | Run, *, in_memory: bool = False, refresh: bool = 
         con.execute(f"CREATE VIEW docs AS SELECT * FROM read_parquet({_q(layout.glob('docs'))})")
         con.execute(f"CREATE VIEW rejects AS SELECT * FROM read_parquet({_q(layout.glob('rejects'))})")
         columns = tuple(r[0] for r in con.execute("DESCRIBE signals").fetchall())
-        _runs[key] = Run(layout, con, columns, nullable, load(layout.config) if layout.config.exists() else None, ranges)
+        _runs[key] = Run(layout, con, columns, nullable, load(layout.config) if layout.config.exists() else None, ranges,
+                         OrderedDict() if in_memory else None)
         return _runs[key]
 
 
@@ -262,13 +269,9 @@ def funnel(run: str | Path | Run, config: Config, *, by: str | None = None, refr
         raise ConfigError(f"funnel by={by!r} is not allowed: must be one of {', '.join(GROUP_BY)} or None")
     r = open_run(run, refresh=refresh)
     rules = _rules(r, config)
-    key = _ident(by) if by else "NULL::VARCHAR"
     cur = r.cursor()
     stage_of = [x.stage for x in rules]
-    inner = codes_sql(rules, extra=[by] if by else [], run=r)
-    dropped = [(grp, "" if code is None else stage_of[code], docs, nbytes) for grp, code, docs, nbytes in cur.execute(
-        f"SELECT {key} AS grp, code, count(*) AS docs, coalesce(sum(bytes), 0) AS bytes FROM ({inner}) GROUP BY ALL"
-    ).fetchall()]
+    dropped = [(grp, "" if code is None else stage_of[code], d, b) for (grp, code), (d, b) in code_counts(r, rules, by).items()]
     rej_key = "source" if by == "source" else "NULL::VARCHAR"
     rejected = cur.execute(f"SELECT {rej_key} AS grp, count(*), coalesce(sum(raw_bytes), 0) FROM rejects GROUP BY ALL").fetchall()
 
@@ -298,6 +301,81 @@ def funnel(run: str | Path | Run, config: Config, *, by: str | None = None, refr
                                     "docs_out": pl.Int64, "bytes_in": pl.Int64, "bytes_dropped": pl.Int64,
                                     "bytes_out": pl.Int64, "docs_retention": pl.Float64, "bytes_retention": pl.Float64})
     return df.rename({"group": by}) if by else df.drop("group")
+
+
+def _counts(cur, rules: list[Rule], by: str | None, run: Run, source: str = "signals") -> dict:
+    key = _ident(by) if by else "NULL::VARCHAR"
+    sql = codes_sql(rules, extra=[by] if by else [], run=run, source=source)
+    return {(grp, code): [docs, int(nbytes)] for grp, code, docs, nbytes in cur.execute(
+        f"SELECT {key} AS grp, code, count(*), coalesce(sum(bytes), 0) FROM ({sql}) GROUP BY ALL").fetchall()}
+
+
+def _changed(old: Rule, new: Rule) -> str | None:
+    """SQL condition on the documents whose outcome of this rule differs between ``old`` and ``new``
+    (the same rule at another threshold), or None when the change is not a threshold move."""
+    if (old.stage, old.signal, old.op, old.reason) != (new.stage, new.signal, new.op, new.reason):
+        return None
+    if old.value == new.value:
+        return "FALSE"
+    if old.op not in (">=", "<=", "==", "!=") or not all(isinstance(v, (int, float)) for v in (old.value, new.value)):
+        return None
+    col, lo, hi = _ident(old.signal), min(old.value, new.value), max(old.value, new.value)
+    if old.op == ">=":  # passes iff x >= v: the outcome differs for lo <= x < hi
+        return f"({col} >= {_literal(lo)} AND {col} < {_literal(hi)})"
+    if old.op == "<=":  # passes iff x <= v: differs for lo < x <= hi
+        return f"({col} > {_literal(lo)} AND {col} <= {_literal(hi)})"
+    return f"{col} IN ({_literal(lo)}, {_literal(hi)})"
+
+
+def code_counts(r: Run, rules: list[Rule], by: str | None) -> dict:
+    """(group, code) -> [docs, bytes] of the documents' first failing rules (code None: kept).
+
+    In-memory runs remember recent answers. A config that differs from a remembered one only in
+    thresholds is answered incrementally and exactly: the documents whose signal lies between an
+    old and a new threshold, together with every member of their groups (exact dedup), form a set
+    R outside of which no document's code can change; the answer is the remembered counts minus
+    R's counts under the old rules plus R's counts under the new ones.
+    """
+    cur = r.cursor()
+    if r.memo is None:
+        return _counts(cur, rules, by, r)
+    key = (by, tuple(rules))
+    with r.lock:
+        if key in r.memo:
+            r.memo.move_to_end(key)
+            return r.memo[key]
+        candidates = [(k, v) for k, v in reversed(r.memo.items()) if k[0] == by and len(k[1]) == len(rules)]
+    result = None
+    for (_, old_rules), old_counts in candidates[:4]:
+        conds = [_changed(a, b) for a, b in zip(old_rules, rules)]
+        if any(c is None for c in conds):
+            continue
+        moved = " OR ".join(c for c in conds if c != "FALSE") or "FALSE"
+        total = sum(d for d, _ in old_counts.values())
+        if cur.execute(f"SELECT count(*) FROM signals WHERE {moved}").fetchone()[0] > INCREMENTAL_SHARE * total:
+            continue
+        where = f"({moved})"
+        for g in (x for x in rules if x.op == "first_in_group"):
+            col = _ident(g.signal)
+            where += f" OR {col} IN (SELECT {col} FROM signals WHERE ({moved}) AND {col} IS NOT NULL)"
+        # R is small: copy it once (a filtered scan of all columns costs as much as the whole table)
+        cur.execute(f"CREATE OR REPLACE TEMP TABLE _moved AS SELECT * FROM signals WHERE {where}")
+        result = {k: list(v) for k, v in old_counts.items()}
+        for sign, rs in ((-1, list(old_rules)), (1, rules)):
+            for k, (d, b) in _counts(cur, rs, by, r, "_moved").items():
+                acc = result.setdefault(k, [0, 0])
+                acc[0] += sign * d
+                acc[1] += sign * b
+        cur.execute("DROP TABLE _moved")
+        result = {k: v for k, v in result.items() if v[0]}
+        break
+    if result is None:
+        result = _counts(cur, rules, by, r)
+    with r.lock:
+        r.memo[key] = result
+        while len(r.memo) > MEMO_FUNNELS:
+            r.memo.popitem(last=False)
+    return result
 
 
 def funnel_filter_shape_sql(rules: list[Rule]) -> str:

@@ -169,3 +169,41 @@ def test_percentile_rule_uses_merged_quantile(tmp_path):
     assert abs(pr[0].value - exact) <= 0.01 * abs(exact) + 1e-9
     with pytest.raises(ConfigError, match=r"percentiles\[0\].signal='zzz'.*must be a numeric signal"):
         build(Config, {"percentiles": [{"stage": "c4", "signal": "zzz", "drop_lowest": 5}]})
+
+
+@pytest.mark.parametrize("by", [None, "lang"])
+def test_incremental_funnel_equals_recomputed_over_a_walk_of_threshold_moves(tmp_path, by):
+    rows = _random_rows(800, seed=13)
+    path = make_run(tmp_path, rows, rejects=[("a.jsonl", 4)])
+    live = query.open_run(path, in_memory=True)  # remembers funnels and answers moves incrementally
+    fresh = query.open_run(path)  # evaluates every rule every time
+    rng = random.Random(2)
+    knobs = [("language", "min_score", [0.0, 0.1, 0.65, 0.7, 0.9]), ("gopher_quality", "min_words", [0, 3, 10, 50, 60]),
+             ("gopher_quality", "max_mean_word_length", [3.5, 7.0, 12.0]), ("fineweb", "max_short_line_ratio", [0.1, 0.3, 0.9]),
+             ("c4", "min_sentences", [0, 2, 5, 40]), ("gopher_repetition", "max_dup_line_frac", [0.05, 0.3, 1.0])]
+    stages = {"c4": {"enabled": True}}
+    used = 0
+    real_counts = query._counts
+    incremental = []
+
+    def spy(cur, rules, by_, run, source="signals"):
+        if source != "signals":
+            incremental.append(source)
+        return real_counts(cur, rules, by_, run, source)
+
+    import unittest.mock
+
+    patch = unittest.mock.patch.object(query, "_counts", spy)
+    patch.start()
+    for step in range(30):
+        stage, key, values = rng.choice(knobs)
+        stages.setdefault(stage, {})[key] = rng.choice(values)
+        if step == 15:
+            stages["c4"] = {"enabled": False}  # a structural change: recomputed from scratch
+        cfg = build(Config, {"stages": stages})
+        got = query.funnel(live, cfg, by=by)
+        assert got.equals(query.funnel(fresh, cfg, by=by)), (step, stages)
+        used += 1
+    patch.stop()
+    assert used == 30 and len(live.memo) >= 10
+    assert len(incremental) >= 2 * 8, len(incremental)  # most moves were answered incrementally (old and new counts)
