@@ -88,8 +88,8 @@ def prf(common: int, n_extracted: int, n_reference: int) -> tuple[float, float, 
 
 
 def extractors() -> dict:
-    from resiliparse.extract.html2text import extract_plain_text
     import trafilatura
+    from resiliparse.extract.html2text import extract_plain_text
 
     return {
         "resiliparse": lambda html: extract_plain_text(

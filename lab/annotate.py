@@ -34,6 +34,7 @@ from lab.rules import Rule, first_failure
 from lab.select import ruleset
 from lab.stages import STAGES, extract, pii
 
+
 @dataclass
 class PartitionResult:
     key: str

@@ -21,7 +21,8 @@ from lab.errors import ConfigError, LabError
 
 def sample_config(*, build_it: bool = True) -> Config:
     """The embedded sample's config (``build_it``: build ``data/sample/`` first if it is missing)."""
-    from lab.sample import build as build_sample, data_dir
+    from lab.sample import build as build_sample
+    from lab.sample import data_dir
 
     root = build_sample() if build_it else data_dir() / "sample"
     inputs = [InputConfig(path=str(root / "synthetic"), format="auto"),

@@ -23,8 +23,7 @@ from typing import Any, Literal
 import yaml
 
 from lab.errors import ConfigError
-from lab.stages import BY_NAME, STAGE_NAMES, c4, exact_dedup, extract, fineweb, gopher_quality, gopher_repetition
-from lab.stages import language, pii
+from lab.stages import STAGE_NAMES, c4, exact_dedup, extract, fineweb, gopher_quality, gopher_repetition, language, pii
 
 
 def check(key: str, value: Any, ok: bool, allowed: str) -> None:

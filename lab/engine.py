@@ -25,16 +25,15 @@ import sys
 import time
 from contextlib import contextmanager
 from importlib import metadata
-from pathlib import Path
 from typing import Iterator
 
 from lab import __version__
 from lab.annotate import annotate_partition
-from lab.io.schema import REJECTS_SCHEMA, numeric_signals
 from lab.config import Config, dumps, to_dict
 from lab.errors import ConfigError
 from lab.io.partitions import Partition, files_of, fingerprint, plan
 from lab.io.run import RunLayout
+from lab.io.schema import REJECTS_SCHEMA, numeric_signals
 from lab.io.writers import read_json, write_json, write_parquet, write_text
 from lab.stats import Summary, merge_all
 

@@ -2,18 +2,18 @@
 
 import random
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
 from lab import query
-from lab.io.schema import DOCS_SCHEMA, REJECTS_SCHEMA, signals_schema
-from lab.config import Config, PercentileRule, StagesConfig, build
+from lab.config import Config, build
 from lab.errors import ConfigError
 from lab.io.run import RunLayout
+from lab.io.schema import DOCS_SCHEMA, REJECTS_SCHEMA, signals_schema
 from lab.io.writers import write_json, write_parquet
 from lab.select import python_funnel, ruleset
 from lab.stats import summarize
-import numpy as np
 
 
 def _random_rows(n: int, seed: int) -> list[dict]:

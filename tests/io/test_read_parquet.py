@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 
 import pyarrow as pa
-import pytest
 import pyarrow.parquet as pq
+import pytest
 
 from lab.config import IngestConfig, InputConfig
 from lab.doc import Doc
