@@ -53,6 +53,7 @@ from datatrove.pipeline.filters import (  # noqa: E402
     GopherRepetitionFilter,
 )
 from datatrove.pipeline.readers import JsonlReader  # noqa: E402
+from single_core import one_core  # noqa: E402
 
 OUT_DIR = Path(__file__).resolve().parent / "out"
 FILTERS = {  # output column prefix -> datatrove filter class (default settings)
@@ -111,10 +112,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pin", action="store_true", help="pin the process to one CPU")
     args = parser.parse_args(argv)
 
-    pinned = None
-    if args.pin and hasattr(os, "sched_setaffinity"):
-        pinned = min(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, {pinned})
+    pinned = one_core(args.pin)  # before the model/parsers load
 
     docs = read_docs(args.input)
     if args.limit:

@@ -46,9 +46,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from rst_text import strip_rst  # noqa: E402
+from single_core import one_core  # noqa: E402
 
 OUT_DIR = Path(__file__).resolve().parent / "out"
-THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "RAYON_NUM_THREADS")
 _WORD = re.compile(r"\w+")
 
 
@@ -108,12 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pin", action="store_true", help="pin the process to one CPU")
     parser.add_argument("--out", type=Path, default=OUT_DIR / "html_extract.json")
     args = parser.parse_args(argv)
-    os.environ.update({var: "1" for var in THREAD_VARS})  # before the model/parsers load
-
-    pinned = None
-    if args.pin and hasattr(os, "sched_setaffinity"):
-        pinned = min(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, {pinned})
+    pinned = one_core(args.pin)  # before the model/parsers load
 
     pairs = find_pages()
     if not pairs:

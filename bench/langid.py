@@ -44,7 +44,6 @@ import collections
 import gzip
 import hashlib
 import json
-import os
 import random
 import re
 import statistics
@@ -54,8 +53,9 @@ from dataclasses import asdict, dataclass, field
 from importlib.metadata import version
 from pathlib import Path
 
+from single_core import one_core
+
 OUT_DIR = Path(__file__).resolve().parent / "out"
-THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "RAYON_NUM_THREADS")
 MAN_ROOT = Path("/usr/share/man")
 # man directory -> lid.176 label; "en" is read from MAN_ROOT/man1..man9
 DIR_LANG = {
@@ -281,12 +281,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pin", action="store_true", help="pin the process to one CPU")
     parser.add_argument("--out", type=Path, default=OUT_DIR / "langid.json")
     args = parser.parse_args(argv)
-    os.environ.update({var: "1" for var in THREAD_VARS})  # before the model/parsers load
-
-    pinned = None
-    if args.pin and hasattr(os, "sched_setaffinity"):
-        pinned = min(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, {pinned})
+    pinned = one_core(args.pin)  # before the model/parsers load
 
     start = time.perf_counter()
     dataset = build_dataset(per_lang=args.per_lang, min_chars=args.min_chars, seed=args.seed,
