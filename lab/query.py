@@ -108,9 +108,13 @@ def open_run(run: str | Path | Run, *, in_memory: bool = False, refresh: bool = 
         con.execute(f"CREATE VIEW docs AS SELECT * FROM read_parquet({_q(layout.glob('docs'))})")
         con.execute(f"CREATE VIEW rejects AS SELECT * FROM read_parquet({_q(layout.glob('rejects'))})")
         columns = tuple(r[0] for r in con.execute("DESCRIBE signals").fetchall())
-        _runs[key] = Run(layout, con, columns, nullable, load(layout.config) if layout.config.exists() else None, ranges,
-                         OrderedDict() if in_memory else None)
-        return _runs[key]
+        r = Run(layout, con, columns, nullable, load(layout.config) if layout.config.exists() else None, ranges,
+                OrderedDict() if in_memory else None)
+        if in_memory and r.config is not None and r.config.mode == "explore":
+            # warm the memo with the run's own funnel: the first slider move is then incremental
+            code_counts(r, _rules(r, r.config), None)
+        _runs[key] = r
+        return r
 
 
 # --- rules -> SQL ---------------------------------------------------------------------------------
