@@ -23,7 +23,18 @@ from typing import Any, Literal
 import yaml
 
 from lab.errors import ConfigError
-from lab.stages import STAGE_NAMES, c4, exact_dedup, extract, fineweb, gopher_quality, gopher_repetition, language, pii
+from lab.stages import (
+    STAGE_NAMES,
+    c4,
+    exact_dedup,
+    extract,
+    fineweb,
+    gopher_quality,
+    gopher_repetition,
+    language,
+    near_dedup,
+    pii,
+)
 
 
 def check(key: str, value: Any, ok: bool, allowed: str) -> None:
@@ -72,6 +83,7 @@ class StagesConfig:
     c4: c4.Config = field(default_factory=c4.Config)
     fineweb: fineweb.Config = field(default_factory=fineweb.Config)
     exact_dedup: exact_dedup.Config = field(default_factory=exact_dedup.Config)
+    near_dedup: near_dedup.Config = field(default_factory=near_dedup.Config)
     pii: pii.Config = field(default_factory=pii.Config)
 
 
@@ -136,10 +148,12 @@ class Config:
         return getattr(self.stages, name)
 
     def signals_hash(self) -> str:
-        """Hash of everything that changes stored signals: inputs, ingest and mode, and in batch mode the
-        stage thresholds too (a batch run skips the later stages of dropped documents)."""
+        """Hash of everything that changes stored signals: inputs, ingest, mode and the MinHash signature
+        parameters, and in batch mode the stage thresholds too (a batch run skips the later stages of
+        dropped documents)."""
         d = to_dict(self)
         part = {k: d[k] for k in ("inputs", "ingest", "mode")}
+        part["minhash"] = self.stages.near_dedup.signature_params()
         if self.mode == "batch":
             part["stages"] = d["stages"]
         return hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()[:16]

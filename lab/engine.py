@@ -1,8 +1,10 @@
 """engine: runs the per-partition work on Dask. The only module of corpus-lab that imports Dask.
 
 A run plans its partitions, starts (or attaches to) a cluster, submits one task per incomplete
-partition, shows a progress bar, then merges the partitions' metrics and statistics partials once
-into ``stats/merged.json`` and ``manifest.json``.
+partition, shows a progress bar, then runs the near-dedup shuffle (one reduce task per bucket over
+every partition's LSH band records, then a tree of spanning-forest merges and the clusters on the
+Jaccard grid, ``lab.dedup``), and merges the partitions' metrics and statistics partials once into
+``stats/merged.json`` and ``manifest.json``.
 
 - Cluster: a ``LocalCluster`` of worker processes with one thread each, one per core, unless
   ``engine.scheduler`` names an existing scheduler (``tcp://host:8786``); then the run directory
@@ -28,6 +30,7 @@ from importlib import metadata
 from typing import Iterator
 
 from lab import __version__
+from lab import dedup
 from lab.annotate import annotate_partition
 from lab.config import Config, dumps, to_dict
 from lab.errors import ConfigError
@@ -107,19 +110,26 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def _complete(layout: RunLayout, part: Partition, signals_hash: str) -> bool:
+def n_buckets(cfg: Config, parts: list[Partition]) -> int:
+    """Reduce tasks of the near-dedup shuffle: configured, or one per partition (so a bucket holds
+    about one partition's band records, whatever the corpus size)."""
+    return cfg.stages.near_dedup.shuffle_buckets or max(len(parts), 1)
+
+
+def _complete(layout: RunLayout, part: Partition, signals_hash: str, buckets: int) -> bool:
     p = layout.done(part.key)
     if not p.exists():
         return False
     d = read_json(p)
     return (d.get("signals_hash") == signals_hash and not d.get("quarantined")
-            and d.get("fingerprint") == fingerprint(part))
+            and d.get("fingerprint") == fingerprint(part) and d.get("shuffle_buckets") == buckets)
 
 
 def _remove_stale(layout: RunLayout, parts: list[Partition]) -> None:
     """Delete partition files that the current plan does not have (the input shrank or changed shape)."""
     keys = {p.key for p in parts}
-    for d in (layout.docs, layout.signals, layout.rejects, layout.stats):
+    for d in (layout.docs, layout.signals, layout.rejects, layout.stats, layout.dedup / "signatures",
+              layout.dedup / "shingles", layout.dedup / "bands"):
         for f in d.glob("*"):
             name = f.name
             if name.startswith(".tmp-"):
@@ -179,18 +189,77 @@ def run(cfg: Config, *, progress: bool = True, overwrite: bool = False, client: 
             return run(cfg, progress=progress, overwrite=overwrite, client=c)
     layout, parts = prepare(cfg, overwrite=overwrite)
     shash = cfg.signals_hash()
-    todo = [p for p in parts if not _complete(layout, p, shash)]
+    buckets = n_buckets(cfg, parts)
+    todo = [p for p in parts if not _complete(layout, p, shash, buckets)]
     started = time.time()
-    if todo:
+    dedup_state = _dedup_state(cfg, layout, parts, buckets)
+    if todo or not _dedup_complete(layout, dedup_state):
         if client is None:
             with client_for(cfg) as c:
-                _run_tasks(c, cfg, layout, todo, progress=progress)
+                _run_all(c, cfg, layout, parts, todo, buckets, progress=progress)
         else:
-            _run_tasks(client, cfg, layout, todo, progress=progress)
+            _run_all(client, cfg, layout, parts, todo, buckets, progress=progress)
     return finish(cfg, layout, parts, reused=len(parts) - len(todo), seconds=time.time() - started)
 
 
-def _run_tasks(client, cfg: Config, layout: RunLayout, todo: list[Partition], *, progress: bool) -> None:
+def _run_all(client, cfg: Config, layout: RunLayout, parts: list[Partition], todo: list[Partition], buckets: int,
+             *, progress: bool) -> None:
+    if todo:
+        _run_tasks(client, cfg, layout, todo, buckets, progress=progress)
+    _run_dedup(client, cfg, layout, parts, buckets, progress=progress)
+
+
+def _dedup_state(cfg: Config, layout: RunLayout, parts: list[Partition], buckets: int) -> dict:
+    """What the near-dedup outputs depend on: the partitions' done markers and the shuffle's shape."""
+    h = hashlib.blake2b(digest_size=16)
+    for p in parts:
+        d = layout.done(p.key)
+        h.update(d.read_bytes() if d.exists() else b"-")
+    nd = cfg.stages.near_dedup
+    return {"partitions": h.hexdigest(), "buckets": buckets, "max_group_pairs": nd.max_group_pairs,
+            "signature": nd.signature_params()}
+
+
+def _dedup_complete(layout: RunLayout, state: dict) -> bool:
+    return layout.dedup_done.exists() and read_json(layout.dedup_done).get("state") == state
+
+
+def _run_dedup(client, cfg: Config, layout: RunLayout, parts: list[Partition], buckets: int, *, progress: bool) -> None:
+    """The LSH shuffle's reduce tasks, then the spanning-forest merge tree and the grid clusters."""
+    from distributed import as_completed
+    from tqdm import tqdm
+
+    state = _dedup_state(cfg, layout, parts, buckets)
+    if _dedup_complete(layout, state):
+        return
+    layout.dedup_done.unlink(missing_ok=True)
+    for f in (layout.dedup / "edges").glob("*"):  # buckets of an earlier shape
+        if f.name.startswith(".tmp-") or int(f.stem.split("-")[1]) >= buckets:
+            f.unlink()
+    keys = [p.key for p in parts if layout.bands(p.key).exists()]  # quarantined partitions have none
+    nd = cfg.stages.near_dedup
+    run_id = hashlib.blake2b(f"{layout.root.resolve()}|{cfg.signals_hash()}|{state['partitions']}".encode(),
+                             digest_size=8).hexdigest()
+    futures = [client.submit(dedup.reduce_bucket, str(layout.root), b, keys, nd, key=f"lsh-reduce-{run_id}-{b}",
+                             retries=cfg.engine.retries, pure=False) for b in range(buckets)]
+    bar = tqdm(total=buckets, unit="bucket", desc="near dedup", disable=not progress, file=sys.stderr,
+               dynamic_ncols=True)
+    try:
+        for _ in as_completed(futures):
+            bar.update(1)
+        level = 0
+        while len(futures) > 1:  # pairwise tree: no task holds more than two forests
+            futures = [client.submit(dedup.merge_forests, *futures[i:i + 2], key=f"msf-{run_id}-{level}-{i}", pure=False)
+                       if i + 1 < len(futures) else futures[i] for i in range(0, len(futures), 2)]
+            level += 1
+        nodes = client.submit(dedup.write_clusters, str(layout.root), futures[0], key=f"clusters-{run_id}",
+                              pure=False).result()
+    finally:
+        bar.close()
+    write_json({"state": state, "buckets": buckets, "nodes": nodes}, layout.dedup_done)
+
+
+def _run_tasks(client, cfg: Config, layout: RunLayout, todo: list[Partition], buckets: int, *, progress: bool) -> None:
     from distributed import as_completed
     from tqdm import tqdm
 
@@ -201,7 +270,7 @@ def _run_tasks(client, cfg: Config, layout: RunLayout, todo: list[Partition], *,
     # task keys name the run directory too: two runs on one scheduler never share results
     run_id = hashlib.blake2b(f"{layout.root.resolve()}|{cfg.signals_hash()}".encode(), digest_size=8).hexdigest()
     for part in todo:
-        f = client.submit(annotate_partition, part, cfg, str(layout.root), key=f"annotate-{run_id}-{part.key}",
+        f = client.submit(annotate_partition, part, cfg, str(layout.root), buckets, key=f"annotate-{run_id}-{part.key}",
                           retries=cfg.engine.retries, pure=False)
         futures[f] = part
     bar = tqdm(total=sum(p.size for p in todo), unit="B", unit_scale=True, desc="annotate", disable=not progress,

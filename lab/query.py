@@ -4,7 +4,11 @@ Rules (``lab.rules.Rule``) compile to one ``CASE`` expression that names each do
 failing rule, in funnel order; the funnel is then a single ``GROUP BY`` over that computed
 reason (measured faster than one ``FILTER`` aggregate per stage: see ``bench/RESULTS.md``).
 Group rules (exact dedup) become a window over the documents still alive at that point, so one
-member of each group always survives the earlier stages' filtering.
+member of each group always survives the earlier stages' filtering. Near dedup is selection-aware
+the same way: the candidate edges (``dedup/edges/``) among the documents alive before it, at the
+configured Jaccard threshold, are joined into components (``lab.dedup.keep_one_per_cluster``) and
+one member of each is kept; only the documents that have an edge or an exact copy are evaluated
+(table ``nd_docs``). ``clusters``/``cluster_members`` browse the clusters precomputed on the grid.
 
 Connections: one DuckDB connection per process and run (``open_run``), a ``cursor()`` per call,
 so threads (dashboard sessions) never share a cursor. ``open_run(..., in_memory=True)`` loads the
@@ -20,8 +24,11 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import duckdb
+import numpy as np
 import polars as pl
+import pyarrow as pa
 
+from lab import dedup
 from lab.config import Config, load
 from lab.errors import ConfigError
 from lab.io.run import RunLayout
@@ -30,6 +37,7 @@ from lab.io.writers import read_json
 from lab.rules import Rule
 from lab.select import ruleset
 from lab.stages import STAGE_NAMES, STAGES
+from lab.stages.near_dedup import GRID
 from lab.stats import Summary
 
 # signals of group rules (one survivor per value): the in-memory table precomputes their group sizes
@@ -54,6 +62,8 @@ class Run:
     # in-memory runs: (by, rules) -> {(group, code): [docs, bytes]} of recent funnels, newest last
     memo: OrderedDict | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
+    edges: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (u, v, jaccard) of the candidate pairs
+    near_memo: OrderedDict = field(default_factory=OrderedDict)  # rules -> near-dedup drops
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         return self.con.cursor()
@@ -67,6 +77,11 @@ class Run:
 
 _runs: dict[tuple[str, bool], Run] = {}
 _lock = threading.Lock()
+
+
+def _empty(schema: pa.Schema) -> str:
+    types = {pa.int64(): "BIGINT", pa.int16(): "SMALLINT", pa.float64(): "DOUBLE"}
+    return "(SELECT " + ", ".join(f"NULL::{types[f.type]} AS {_ident(f.name)}" for f in schema) + " LIMIT 0)"
 
 
 def _q(s: str) -> str:
@@ -105,6 +120,20 @@ def open_run(run: str | Path | Run, *, in_memory: bool = False, refresh: bool = 
             ranges = {c: (mm[2 * i], mm[2 * i + 1]) for i, c in enumerate(num) if mm[2 * i] is not None}
         else:
             con.execute(f"CREATE VIEW signals AS SELECT * FROM {sig}")
+        if any((layout.dedup / "edges").glob("bucket-*.parquet")):
+            con.execute(f"CREATE VIEW edges AS SELECT * FROM read_parquet({_q(str(layout.dedup / 'edges' / 'bucket-*.parquet'))})")
+        else:
+            con.execute(f"CREATE TABLE edges AS SELECT * FROM {_empty(dedup.EDGE_SCHEMA)}")
+        if layout.clusters.exists():
+            con.execute(f"CREATE VIEW clusters AS SELECT * FROM read_parquet({_q(str(layout.clusters))})")
+        else:
+            con.execute(f"CREATE TABLE clusters AS SELECT 0::BIGINT AS node, 0::BIGINT AS doc_id, "
+                        f"{', '.join(f'NULL::BIGINT AS {dedup.grid_column(t)}' for t in GRID)} LIMIT 0")
+        # the documents near dedup can touch: a node with a candidate edge, or an exact copy
+        copies = ("_n_content_hash > 1" if in_memory else
+                  "content_hash IN (SELECT content_hash FROM signals GROUP BY ALL HAVING count(*) > 1)")
+        con.execute(f"CREATE {'TABLE' if in_memory else 'VIEW'} nd_docs AS SELECT * FROM signals WHERE "
+                    f"content_hash IN (SELECT u FROM edges UNION SELECT v FROM edges) OR {copies}")
         con.execute(f"CREATE VIEW docs AS SELECT * FROM read_parquet({_q(layout.glob('docs'))})")
         con.execute(f"CREATE VIEW rejects AS SELECT * FROM read_parquet({_q(layout.glob('rejects'))})")
         columns = tuple(r[0] for r in con.execute("DESCRIBE signals").fetchall())
@@ -112,7 +141,7 @@ def open_run(run: str | Path | Run, *, in_memory: bool = False, refresh: bool = 
                 OrderedDict() if in_memory else None)
         if in_memory and r.config is not None and r.config.mode == "explore":
             # warm the memo with the run's own funnel: the first slider move is then incremental
-            code_counts(r, _rules(r, r.config), None)
+            code_counts(r, _without_near(_rules(r, r.config)), None)
         _runs[key] = r
         return r
 
@@ -215,6 +244,8 @@ def codes_sql(rules: list[Rule], *, extra: Sequence[str] = (), run: Run | None =
         return f"SELECT {select_list(last, code)} FROM ({sql})"
 
     for i, rule in enumerate(rules):
+        if rule.op == "first_in_cluster":  # decided afterwards over the survivors' edges (near_drops)
+            continue
         if rule.op != "first_in_group":
             pending.append((i, rule))
             continue
@@ -251,12 +282,107 @@ def _rules(r: Run, config: Config) -> list[Rule]:
     return rules
 
 
+# --- near dedup: selection-aware, over the survivors' candidate edges --------------------------------
+
+
+def _arrow(rel: duckdb.DuckDBPyRelation) -> pa.Table:
+    out = rel.arrow()
+    return out.read_all() if isinstance(out, pa.RecordBatchReader) else out
+
+
+def _near_index(rules: list[Rule]) -> int | None:
+    return next((i for i, x in enumerate(rules) if x.op == "first_in_cluster"), None)
+
+
+def _edges(r: Run) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    with r.lock:
+        if r.edges is None:
+            t = _arrow(r.cursor().sql("SELECT u, v, jaccard FROM edges"))
+            r.edges = tuple(t.column(c).to_numpy() for c in ("u", "v", "jaccard"))
+        return r.edges
+
+
+def edges(run: str | Path | Run) -> pl.DataFrame:
+    """The run's near-duplicate candidate pairs (``lab.dedup.EDGE_SCHEMA``), ordered by (u_doc, v_doc)."""
+    return open_run(run).cursor().sql("SELECT * FROM edges ORDER BY u_doc, v_doc").pl()
+
+
+def near_drops(run: str | Path | Run, rules: list[Rule]) -> pa.Table:
+    """The documents ``rules``' near_dedup rule drops: ``doc_id, code`` (their first failing rule
+    without it: NULL or a later rule), ``bytes, source, lang``. Empty without a near_dedup rule."""
+    r = open_run(run)
+    schema = pa.schema([("doc_id", pa.int64()), ("code", pa.int32()), ("bytes", pa.int64()),
+                        ("source", pa.string()), ("lang", pa.string())])
+    k = _near_index(rules)
+    if k is None:
+        return schema.empty_table()
+    key = tuple(rules)
+    with r.lock:
+        if key in r.near_memo:
+            r.near_memo.move_to_end(key)
+            return r.near_memo[key]
+    threshold, keep, keep_signal = rules[k].value
+    rank = {"lowest_id": "doc_id", "longest": "bytes", "best_signal": keep_signal}[keep]
+    _check_columns(r, [rank, "nd_shingles"])
+    sql = codes_sql(rules, extra=["content_hash", "nd_shingles", "source", "lang", rank], run=r, source="nd_docs")
+    alive = _arrow(r.cursor().sql(f"SELECT doc_id, content_hash, bytes, bytes::DOUBLE AS fbytes, {_ident(rank)}::DOUBLE AS rank, code, source, "
+                                  f"lang FROM ({sql}) WHERE (code IS NULL OR code > {k}) AND nd_shingles > 0"))
+    doc_ids = alive.column("doc_id").to_numpy()
+    u, v, j = _edges(r)
+    ranks = dedup.rank_of(keep, alive.column("fbytes").fill_null(float("nan")).to_numpy(),
+                          alive.column("rank").fill_null(float("nan")).to_numpy())
+    dropped = dedup.keep_one_per_cluster(doc_ids, alive.column("content_hash").to_numpy(), ranks, u, v, j, threshold)
+    pos = np.searchsorted(doc_ids, dropped, sorter=np.argsort(doc_ids))
+    out = alive.take(pa.array(np.argsort(doc_ids)[pos])).select(["doc_id", "code", "bytes", "source", "lang"]).cast(schema)
+    with r.lock:
+        r.near_memo[key] = out
+        while len(r.near_memo) > MEMO_FUNNELS:
+            r.near_memo.popitem(last=False)
+    return out
+
+
+def _with_near(r: Run, cur: duckdb.DuckDBPyConnection, rules: list[Rule], sql: str) -> str:
+    """``sql`` (a ``codes_sql`` query) with the near_dedup rule's drops applied to ``code``."""
+    k = _near_index(rules)
+    if k is None:
+        return sql
+    cur.register("_nd_drop", near_drops(r, rules).select(["doc_id"]))
+    return (f"SELECT * REPLACE (CASE WHEN (code IS NULL OR code > {k}) AND doc_id IN (SELECT doc_id FROM _nd_drop) "
+            f"THEN {k} ELSE code END AS code) FROM ({sql})")
+
+
+def _apply_near(r: Run, rules: list[Rule], by: str | None, counts: dict) -> dict:
+    """Funnel counts without the near_dedup rule -> with it: its drops move to its code."""
+    k = _near_index(rules)
+    if k is None:
+        return counts
+    drops = near_drops(r, rules)
+    if not drops.num_rows:
+        return counts
+    out = {key: list(v) for key, v in counts.items()}
+    grp = drops.column(by).to_pylist() if by else [None] * drops.num_rows
+    for g, code, nbytes in zip(grp, drops.column("code").to_pylist(), drops.column("bytes").to_pylist()):
+        old = out[(g, code)]
+        old[0] -= 1
+        old[1] -= nbytes
+        new = out.setdefault((g, k), [0, 0])
+        new[0] += 1
+        new[1] += nbytes
+    return {key: v for key, v in out.items() if v[0]}
+
+
+def _without_near(rules: list[Rule]) -> list[Rule]:
+    """``rules`` with the near_dedup rule's value blanked: what the SQL codes depend on (memo keys)."""
+    return [Rule(x.stage, x.signal, x.op, None, x.reason) if x.op == "first_in_cluster" else x for x in rules]
+
+
 def drop_reasons(run: str | Path | Run, config: Config) -> pl.DataFrame:
     """doc_id -> reason (NULL = kept) for every document of the run under ``config``."""
     r = open_run(run)
     rules = _rules(r, config)
-    return r.cursor().sql(f"SELECT doc_id, {_reason_of(rules)} AS reason FROM ({codes_sql(rules, run=r)}) "
-                          "ORDER BY doc_id").pl()
+    cur = r.cursor()
+    return cur.sql(f"SELECT doc_id, {_reason_of(rules)} AS reason FROM ({_with_near(r, cur, rules, codes_sql(rules, run=r))}) "
+                   "ORDER BY doc_id").pl()
 
 
 # --- the funnel -----------------------------------------------------------------------------------
@@ -275,7 +401,8 @@ def funnel(run: str | Path | Run, config: Config, *, by: str | None = None, refr
     rules = _rules(r, config)
     cur = r.cursor()
     stage_of = [x.stage for x in rules]
-    dropped = [(grp, "" if code is None else stage_of[code], d, b) for (grp, code), (d, b) in code_counts(r, rules, by).items()]
+    counts = _apply_near(r, rules, by, code_counts(r, _without_near(rules), by))
+    dropped = [(grp, "" if code is None else stage_of[code], d, b) for (grp, code), (d, b) in counts.items()]
     rej_key = "source" if by == "source" else "NULL::VARCHAR"
     rejected = cur.execute(f"SELECT {rej_key} AS grp, count(*), coalesce(sum(raw_bytes), 0) FROM rejects GROUP BY ALL").fetchall()
 
@@ -413,8 +540,9 @@ def reason_counts(run: str | Path | Run, config: Config) -> pl.DataFrame:
     """Documents and bytes dropped per ``stage.reason``, in funnel order of stages."""
     r = open_run(run)
     rules = _rules(r, config)
-    rows = r.cursor().execute(f"SELECT code, count(*), sum(bytes) FROM ({codes_sql(rules, run=r)}) "
-                              "WHERE code IS NOT NULL GROUP BY code ORDER BY code").fetchall()
+    cur = r.cursor()
+    rows = cur.execute(f"SELECT code, count(*), sum(bytes) FROM ({_with_near(r, cur, rules, codes_sql(rules, run=r))}) "
+                       "WHERE code IS NOT NULL GROUP BY code ORDER BY code").fetchall()
     return pl.DataFrame({"reason": [rules[c].drop_reason for c, _, _ in rows], "docs": [d for _, d, _ in rows],
                          "bytes": [int(b) for _, _, b in rows]}, schema={"reason": pl.Utf8, "docs": pl.Int64, "bytes": pl.Int64})
 
@@ -424,9 +552,10 @@ def reason_counts_by_partition(run: str | Path | Run, config: Config) -> pl.Data
     r = open_run(run)
     rules = _rules(r, config)
     src = f"read_parquet({_q(r.layout.glob('signals'))}, filename = true)"
-    rows = r.cursor().execute(
+    cur = r.cursor()
+    rows = cur.execute(
         f"SELECT regexp_extract(filename, 'part-([^/.]+)\\.parquet$', 1) AS part, code, count(*), sum(bytes) "
-        f"FROM ({codes_sql(rules, extra=['filename'], source=src)}) WHERE code IS NOT NULL "
+        f"FROM ({_with_near(r, cur, rules, codes_sql(rules, extra=['filename'], source=src))}) WHERE code IS NOT NULL "
         "GROUP BY ALL ORDER BY part, code").fetchall()
     return pl.DataFrame({"partition": [p for p, _, _, _ in rows], "reason": [rules[c].drop_reason for _, c, _, _ in rows],
                          "docs": [d for _, _, d, _ in rows], "bytes": [int(b) for _, _, _, b in rows]},
@@ -444,11 +573,12 @@ def dropped_samples(run: str | Path | Run, config: Config, stage: str, n: int = 
     module = next(m for m in STAGES if m.NAME == stage)
     sig_cols = [c for c in module.SIGNALS if c in r.columns]
     cols = ", ".join(f"s.{_ident(c)}" for c in sig_cols)
-    sql = (f"WITH f AS (SELECT doc_id, {_reason_of(rules)} AS reason FROM ({codes_sql(rules, run=r)})) "
+    cur = r.cursor()
+    sql = (f"WITH f AS (SELECT doc_id, {_reason_of(rules)} AS reason FROM ({_with_near(r, cur, rules, codes_sql(rules, run=r))})) "
            f"SELECT f.doc_id, f.reason, s.source, {cols}{', ' if cols else ''}d.text "
            f"FROM f JOIN signals s USING (doc_id) JOIN docs d USING (doc_id) "
            f"WHERE f.reason LIKE {_q(stage + '.%')} ORDER BY hash(f.doc_id, {int(seed)}), f.doc_id LIMIT {int(n)}")
-    return r.cursor().sql(sql).pl()
+    return cur.sql(sql).pl()
 
 
 def signal_histogram(run: str | Path | Run, signal: str, bins: int = 50, *,

@@ -6,9 +6,11 @@ for batch runs, and a test holds the two equal on every sample document.
 
 A rule states what a document must satisfy to be kept. A missing signal (NULL/None) never
 passes a rule: a document with no text has no words, so it cannot have enough of them.
-The one non-scalar comparison, ``first_in_group``, keeps the first document (lowest
-``doc_id``) of each group of equal signal values among the documents that passed every
-earlier stage; it cannot be decided one document at a time, see ``keep_first_in_group``.
+Two comparisons are decided over the documents still alive rather than one at a time:
+``first_in_group`` keeps the first document (lowest ``doc_id``) of each group of equal signal
+values among the documents that passed every earlier stage (see ``keep_first_in_group``);
+``first_in_cluster`` keeps one document per connected component of near-duplicate edges among
+them (``lab.dedup.keep_one_per_cluster``).
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Literal, Mapping
 
-Op = Literal[">=", "<=", "==", "!=", "in", "first_in_group"]
-OPS: tuple[str, ...] = (">=", "<=", "==", "!=", "in", "first_in_group")
+Op = Literal[">=", "<=", "==", "!=", "in", "first_in_group", "first_in_cluster"]
+OPS: tuple[str, ...] = (">=", "<=", "==", "!=", "in", "first_in_group", "first_in_cluster")
+GROUP_OPS: tuple[str, ...] = ("first_in_group", "first_in_cluster")  # decided over the survivors
 
 
 @dataclass(frozen=True)
@@ -25,12 +28,16 @@ class Rule:
     stage: str
     signal: str
     op: Op
-    value: Any  # threshold; a tuple for "in"; None for "first_in_group"
+    value: Any  # threshold; a tuple for "in"; None for "first_in_group"; (threshold, keep, keep_signal) for clusters
     reason: str  # short name; the full drop reason is f"{stage}.{reason}"
 
     def __post_init__(self) -> None:
         if self.op not in OPS:
             raise ValueError(f"rule {self.stage}.{self.reason}: unknown op {self.op!r}; known: {', '.join(OPS)}")
+
+    @property
+    def per_document(self) -> bool:
+        return self.op not in GROUP_OPS
 
     @property
     def drop_reason(self) -> str:
@@ -61,7 +68,7 @@ class Rule:
 def first_failure(rules: Iterable[Rule], row: Mapping[str, Any]) -> str | None:
     """The drop reason of the first per-document rule ``row`` fails, or None if it passes all."""
     for rule in rules:
-        if rule.op != "first_in_group" and not rule.passes(row):
+        if rule.op not in GROUP_OPS and not rule.passes(row):
             return rule.drop_reason
     return None
 

@@ -29,6 +29,7 @@ from importlib import metadata
 from pathlib import Path
 
 SEED = 20261122
+VERSION = 2  # bump when the generated documents change: an older data/sample/ is rebuilt
 REAL_MAX_DOCS = 2500
 REAL_MIN_CHARS = 400
 REAL_MAX_CHARS = 60_000
@@ -192,9 +193,11 @@ def synthetic_documents(rng: random.Random) -> list[dict]:
         src = clean[i * 7]
         text = src["text"] if i % 2 else "  " + src["text"].replace(". ", ".  ").replace(", ", ",   ") + "\n"
         add(text, "exact_dup", "exact_dedup", dup_of=src["id"])
-    for i in range(30):  # near copies: a few percent of words replaced
+    for i in range(30):  # near copies: 1% of words replaced (Jaccard ~0.9), or 15% (~0.4: not near-duplicates)
         src = clean[i * 7 + 3]
-        add(_near_copy(src["text"], rng, rate=0.02 + 0.01 * (i % 5)), "near_dup", "kept", dup_of=src["id"])
+        close = i % 3 != 2
+        add(_near_copy(src["text"], rng, rate=0.01 if close else 0.15), "near_dup" if close else "loose_copy",
+            "near_dedup" if close else "kept", dup_of=src["id"])
     for _ in range(20):
         add(english_paragraph(rng, 2), "short", "gopher_quality")
     for _ in range(20):  # a few lines repeated many times
@@ -245,7 +248,7 @@ def build(force: bool = False, *, real: bool = True, root: Path | None = None) -
     """Build ``data/sample/`` (or ``root``) once; ``force`` rebuilds. Returns its path."""
     root = Path(root) if root is not None else data_dir() / "sample"
     marker = root / "manifest.json"
-    if marker.exists() and not force:
+    if marker.exists() and not force and json.loads(marker.read_text()).get("version") == VERSION:
         return root
     rng = random.Random(SEED)
     syn = root / "synthetic"
@@ -298,7 +301,7 @@ def build(force: bool = False, *, real: bool = True, root: Path | None = None) -
                 for d in real_docs:
                     f.write((json.dumps({"url": d["url"], "text": d["text"]}, ensure_ascii=False) + "\n").encode())
         files = [{"url": d["url"], "path": d["_file"], "sha256": d.get("_sha256")} for d in real_docs]
-    manifest = {"seed": SEED, "python": sys.version.split()[0], "synthetic_docs": len(docs) + len(pages),
+    manifest = {"version": VERSION, "seed": SEED, "python": sys.version.split()[0], "synthetic_docs": len(docs) + len(pages),
                 "real_docs": len(files), "real_sources": files}
     marker.write_text(json.dumps(manifest, indent=1) + "\n")
     return root

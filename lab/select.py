@@ -13,6 +13,9 @@ from typing import Any, Iterable, Mapping
 
 from lab.config import Config
 from lab.errors import ConfigError
+import numpy as np
+
+from lab import dedup
 from lab.rules import Rule, first_failure, keep_first_in_group
 from lab.stages import STAGES
 from lab.stats import Summary
@@ -53,15 +56,30 @@ def stage_rules(rules: Iterable[Rule], stage: str) -> list[Rule]:
     return [r for r in rules if r.stage == stage]
 
 
-def python_funnel(rules: list[Rule], rows: Iterable[Mapping[str, Any]]) -> dict[int, str | None]:
+def python_funnel(rules: list[Rule], rows: Iterable[Mapping[str, Any]],
+                  edges: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> dict[int, str | None]:
     """doc_id -> drop reason (None = kept), evaluating ``rules`` in order, one document at a time
-    for scalar rules and over the documents still alive for group rules."""
+    for scalar rules and over the documents still alive for group rules. ``edges``: the run's
+    near-duplicate candidate pairs ``(u, v, jaccard)`` between content hashes (none if omitted)."""
     alive = {r["doc_id"]: r for r in rows}
     reason: dict[int, str | None] = {d: None for d in alive}
     stages: list[str] = list(dict.fromkeys(r.stage for r in rules))
     for stage in stages:
         for rule in stage_rules(rules, stage):
-            if rule.op == "first_in_group":
+            if rule.op == "first_in_cluster":
+                threshold, keep, keep_signal = rule.value
+                cand = sorted((r for r in alive.values() if r.get("nd_shingles")), key=lambda r: r["doc_id"])
+                ids = np.array([r["doc_id"] for r in cand], dtype=np.int64)
+                def col(name: str) -> np.ndarray:
+                    return np.array([np.nan if r.get(name) is None else r[name] for r in cand], dtype=np.float64)
+
+                rank = dedup.rank_of(keep, col("bytes"), col(keep_signal))
+                u, v, j = edges if edges is not None else (np.zeros(0, np.int64),) * 2 + (np.zeros(0),)
+                nodes = np.array([r["content_hash"] for r in cand], dtype=np.int64)
+                for doc in dedup.keep_one_per_cluster(ids, nodes, rank, u, v, j, threshold).tolist():
+                    reason[doc] = rule.drop_reason
+                    del alive[doc]
+            elif rule.op == "first_in_group":
                 for doc, why in keep_first_in_group(rule, alive.values()).items():
                     if why:
                         reason[doc] = why

@@ -79,10 +79,12 @@ def test_each_synthetic_document_is_dropped_by_its_labelled_stage(synthetic, one
         if not lab_["id"].startswith("page-"):
             why = reasons[ids[lab_["id"]]]
             got[lab_["id"]] = "kept" if why is None else why.split(".")[0]
-    pairs = {lab_["id"]: lab_["dup_of"] for lab_ in labels if lab_["label"] == "exact_dup"}
-    for copy, original in pairs.items():
-        # the lowest doc_id of each pair survives: either the original or its copy
-        assert sorted([got.pop(copy), got.pop(original)]) == ["exact_dedup", "kept"], (copy, original)
+    for label, stage in (("exact_dup", "exact_dedup"), ("near_dup", "near_dedup")):
+        pairs = {lab_["id"]: lab_["dup_of"] for lab_ in labels if lab_["label"] == label}
+        assert len(pairs) >= 20
+        for copy, original in pairs.items():
+            # the lowest doc_id of each pair survives: either the original or its copy
+            assert sorted([got.pop(copy), got.pop(original)]) == sorted([stage, "kept"]), (copy, original)
     expect = {lab_["id"]: lab_["expect"] for lab_ in labels}
     assert {k: v for k, v in got.items() if v != expect[k]} == {}
 
@@ -137,7 +139,7 @@ def test_batch_mode_keeps_the_same_documents(synthetic, one_worker_run, tmp_path
     # batch stored the per-document reason and skipped the later stages' signals
     sig = query.signal_rows(cfg.run_dir, ["doc_id", "drop_reason", "content_hash"])
     stored = {d: r for d, r, _ in sig.iter_rows()}
-    assert all(stored[d] == why for d, why in explore.items() if why and not why.startswith("exact_dedup"))
+    assert all(stored[d] == why for d, why in explore.items() if why and not why.startswith(("exact_dedup", "near_dedup")))
     assert sig.filter(sig["drop_reason"].is_not_null())["content_hash"].null_count() == sig["drop_reason"].is_not_null().sum()
 
 
@@ -179,7 +181,9 @@ def test_python_rules_equal_sql_on_every_sample_document(synthetic, one_worker_r
     cfg = config(synthetic, one_worker_run.parent, "one")
     rows = query.signal_rows(one_worker_run).to_dicts()
     sql = dict(query.drop_reasons(one_worker_run, cfg).iter_rows())
-    assert python_funnel(ruleset(cfg), rows) == sql
+    e = query.edges(one_worker_run)
+    assert len(e) >= 20  # the sample's near copies at least
+    assert python_funnel(ruleset(cfg), rows, (e["u"].to_numpy(), e["v"].to_numpy(), e["jaccard"].to_numpy())) == sql
     for in_memory in (False, True):
         r = query.open_run(one_worker_run, in_memory=in_memory, refresh=True)
         assert dict(query.drop_reasons(r, cfg).iter_rows()) == sql

@@ -50,9 +50,47 @@ class RunLayout:
         """CPU seconds per stage of one partition (kept apart: timings are not deterministic)."""
         return self.stats / f"timing-{key}.json"
 
+    # --- near dedup (DESIGN §4 dedup/): per-partition map outputs, per-bucket reduce outputs, clusters
+
+    @property
+    def dedup(self) -> Path:
+        return self.root / "dedup"
+
+    def signatures(self, key: str) -> Path:
+        """uint32 [documents of signals/part-KEY in row order, num_perm]; rows of documents without
+        a signature (no words, or dropped earlier in batch mode) are all 0xFFFFFFFF."""
+        return self.dedup / "signatures" / f"part-{key}.npy"
+
+    def shingles(self, key: str) -> tuple[Path, Path]:
+        """(concatenated distinct shingle hashes uint32, row offsets int64[n + 1]); exact_jaccard only."""
+        return self.dedup / "shingles" / f"part-{key}.npy", self.dedup / "shingles" / f"part-{key}.offsets.npy"
+
+    def bands(self, key: str) -> Path:
+        """The LSH map output of one partition: one row group per shuffle bucket."""
+        return self.dedup / "bands" / f"part-{key}.parquet"
+
+    def edges(self, bucket: int) -> Path:
+        """Candidate pairs found by one shuffle bucket, with their Jaccard."""
+        return self.dedup / "edges" / f"bucket-{bucket:05d}.parquet"
+
+    @property
+    def clusters(self) -> Path:
+        """Every node's cluster at each threshold of the grid."""
+        return self.dedup / "clusters.parquet"
+
+    @property
+    def dedup_done(self) -> Path:
+        return self.dedup / "done.json"
+
+    def partition_files(self, key: str) -> list[Path]:
+        """Every file a partition task writes (stale ones are removed when the plan changes)."""
+        return [self.part("docs", key), self.part("signals", key), self.part("rejects", key), self.done(key),
+                self.timing(key), self.signatures(key), *self.shingles(key), self.bands(key)]
+
     def glob(self, kind: str) -> str:
         return str(getattr(self, kind) / "part-*.parquet")
 
     def make(self) -> None:
-        for d in (self.docs, self.signals, self.rejects, self.stats):
+        for d in (self.docs, self.signals, self.rejects, self.stats, self.dedup / "signatures", self.dedup / "shingles",
+                  self.dedup / "bands", self.dedup / "edges"):
             d.mkdir(parents=True, exist_ok=True)

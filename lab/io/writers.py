@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -38,6 +39,32 @@ def write_parquet(table: pa.Table, path: Path) -> None:
     with atomic(path) as tmp:
         pq.write_table(table, tmp, compression="zstd", row_group_size=ROW_GROUP_ROWS,
                        write_statistics=True, store_schema=True)
+
+
+def write_parquet_groups(groups: dict[int, pa.Table], path: Path, schema: pa.Schema) -> None:
+    """Write each non-empty table of ``groups`` (key -> table) to ``path`` atomically as one row group,
+    in key order; the file's metadata ``groups`` lists the keys, so a reader takes one key's rows
+    alone (``read_parquet_group``). The LSH shuffle's map output: one row group per bucket."""
+    keys = [k for k in sorted(groups) if groups[k].num_rows]
+    schema = schema.with_metadata({"groups": json.dumps(keys)})
+    with atomic(path) as tmp:
+        with pq.ParquetWriter(tmp, schema, compression="zstd", write_statistics=True) as w:
+            for k in keys:
+                w.write_table(groups[k].cast(schema), row_group_size=groups[k].num_rows)
+
+
+def read_parquet_group(path: Path, key: int) -> pa.Table | None:
+    """The rows ``write_parquet_groups`` wrote under ``key`` (None if it had none)."""
+    f = pq.ParquetFile(path)
+    keys = json.loads(f.schema_arrow.metadata[b"groups"])
+    return f.read_row_group(keys.index(key)) if key in keys else None
+
+
+def write_npy(array: np.ndarray, path: Path) -> None:
+    """Write ``array`` to ``path`` atomically as .npy (``numpy.load(mmap_mode="r")`` reads rows in place)."""
+    with atomic(path) as tmp:
+        with open(tmp, "wb") as f:
+            np.save(f, array, allow_pickle=False)
 
 
 def write_json(obj: Any, path: Path) -> None:

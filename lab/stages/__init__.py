@@ -24,6 +24,7 @@ from lab.stages import (
     gopher_quality,
     gopher_repetition,
     language,
+    near_dedup,
     pii,
 )
 
@@ -36,6 +37,7 @@ STAGES: tuple[ModuleType, ...] = (
     c4,
     fineweb,
     exact_dedup,
+    near_dedup,
     pii,
 )
 STAGE_NAMES: tuple[str, ...] = tuple(m.NAME for m in STAGES)
