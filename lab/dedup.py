@@ -26,6 +26,7 @@ components of the surviving documents' edges at a threshold, one member kept per
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -111,23 +112,24 @@ class Forest:
 class _Rows:
     """Signature (and shingle-set) rows of many partitions, read in place from their .npy files."""
 
-    def __init__(self, layout: RunLayout) -> None:
+    def __init__(self, layout: RunLayout, keys: Sequence[str]) -> None:
         self.layout = layout
-        self.sigs: dict[str, np.ndarray] = {}
-        self.sets: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self.keys = list(keys)
+        self.sigs: dict[int, np.ndarray] = {}
+        self.sets: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
     def signatures(self, parts: np.ndarray, rows: np.ndarray, num_perm: int) -> np.ndarray:
         out = np.empty((rows.size, num_perm), dtype=np.uint32)
-        for p in np.unique(parts):
+        for p in np.unique(parts).tolist():
             if p not in self.sigs:
-                self.sigs[p] = np.load(self.layout.signatures(p), mmap_mode="r")
+                self.sigs[p] = np.load(self.layout.signatures(self.keys[p]), mmap_mode="r")
             m = parts == p
             out[m] = self.sigs[p][rows[m]]
         return out
 
-    def shingle_set(self, part: str, row: int) -> np.ndarray:
+    def shingle_set(self, part: int, row: int) -> np.ndarray:
         if part not in self.sets:
-            values, offsets = self.layout.shingles(part)
+            values, offsets = self.layout.shingles(self.keys[part])
             self.sets[part] = (np.load(values, mmap_mode="r"), np.load(offsets))
         values, offsets = self.sets[part]
         return np.asarray(values[offsets[row]:offsets[row + 1]])
@@ -154,32 +156,32 @@ def _group_pairs(starts: np.ndarray, sizes: np.ndarray, cap: int) -> tuple[np.nd
 def reduce_bucket(run_dir: str | Path, bucket: int, keys: Sequence[str], cfg: near_dedup.Config) -> Forest:
     """Candidate pairs of one shuffle bucket, written to ``dedup/edges/``; returns their spanning forest."""
     layout = RunLayout(Path(run_dir))
-    parts = [t for t in (read_parquet_group(layout.bands(k), bucket) for k in keys) if t is not None]
-    records = pa.concat_tables(parts) if parts else BAND_SCHEMA.empty_table()
+    cols: dict[str, list[np.ndarray]] = {c: [] for c in ("band", "band_hash", "node", "doc_id", "row", "part")}
+    for n, k in enumerate(keys):  # one partition's rows at a time: numpy arrays, no per-partition tables kept
+        t = read_parquet_group(layout.bands(k), bucket)
+        if t is not None:
+            for c in ("band", "band_hash", "node", "doc_id", "row"):
+                cols[c].append(t.column(c).to_numpy())
+            cols["part"].append(np.full(t.num_rows, n, dtype=np.int32))
+    band, bh, node, doc, row, part = (np.concatenate(cols[c]) if cols[c] else np.zeros(0, dtype=np.int64)
+                                      for c in ("band", "band_hash", "node", "doc_id", "row", "part"))
+    band = band.astype(np.int64)
     # one record per (band, band_hash, node): a node's lowest doc_id over all partitions
-    records = records.sort_by([("band", "ascending"), ("band_hash", "ascending"), ("node", "ascending"),
-                               ("doc_id", "ascending")])
-    band = records["band"].to_numpy().astype(np.int64)
-    bh = records["band_hash"].to_numpy()
-    node = records["node"].to_numpy()
-    keep = np.ones(len(records), dtype=bool)
+    order = np.lexsort((doc, node, bh, band))
+    band, bh, node, doc, row, part = (x[order] for x in (band, bh, node, doc, row, part))
+    keep = np.ones(band.size, dtype=bool)
     keep[1:] = (band[1:] != band[:-1]) | (bh[1:] != bh[:-1]) | (node[1:] != node[:-1])
-    records = records.filter(pa.array(keep))
-    records = records.sort_by([("band", "ascending"), ("band_hash", "ascending"), ("doc_id", "ascending")])
-    band = records["band"].to_numpy().astype(np.int64)
-    bh = records["band_hash"].to_numpy()
-    new = np.ones(len(records), dtype=bool)
+    band, bh, node, doc, row, part = (x[keep] for x in (band, bh, node, doc, row, part))
+    order = np.lexsort((doc, bh, band))  # groups of equal (band, band_hash), members by doc_id
+    band, bh, node, doc, row, part = (x[order] for x in (band, bh, node, doc, row, part))
+    new = np.ones(band.size, dtype=bool)
     new[1:] = (band[1:] != band[:-1]) | (bh[1:] != bh[:-1])
     starts = np.flatnonzero(new)
-    sizes = np.diff(np.append(starts, len(records)))
+    sizes = np.diff(np.append(starts, band.size))
     multi = sizes > 1
     i, j = _group_pairs(starts[multi], sizes[multi], cfg.max_group_pairs)
 
-    node = records["node"].to_numpy()
-    doc = records["doc_id"].to_numpy()
-    part = records["part"].to_numpy(zero_copy_only=False).astype(object)
-    row = records["row"].to_numpy().astype(np.int64)
-    src = _Rows(layout)
+    src = _Rows(layout, keys)
     sig_i = src.signatures(part[i], row[i], cfg.num_perm)
     sig_j = src.signatures(part[j], row[j], cfg.num_perm)
     equal = sig_i == sig_j
@@ -193,8 +195,8 @@ def reduce_bucket(run_dir: str | Path, bucket: int, keys: Sequence[str], cfg: ne
     exact = np.full(i.size, np.nan)
     if cfg.exact_jaccard:
         for k in range(i.size):
-            a = src.shingle_set(part[i[k]], int(row[i[k]]))
-            c = src.shingle_set(part[j[k]], int(row[j[k]]))
+            a = src.shingle_set(int(part[i[k]]), int(row[i[k]]))
+            c = src.shingle_set(int(part[j[k]]), int(row[j[k]]))
             inter = np.intersect1d(a, c, assume_unique=True).size
             union = a.size + c.size - inter
             exact[k] = inter / union if union else 1.0
@@ -303,18 +305,27 @@ def rank_of(keep: str, nbytes: np.ndarray, signal: np.ndarray) -> np.ndarray:
 
 
 def diff(a: str, b: str) -> list[tuple[str, str]]:
-    """A word-level diff of two texts: ``(op, text)`` runs with op ``=`` (both), ``-`` (only a), ``+`` (only b)."""
-    wa, wb = a.split(" "), b.split(" ")
+    """A word-level diff of two texts: ``(op, text)`` runs with op ``=`` (in both), ``-`` (only in a),
+    ``+`` (only in b). Whitespace is kept: the ``=`` and ``-`` runs concatenate to ``a``, the ``=``
+    and ``+`` runs to ``b``.
+
+    >>> diff("the cat sat", "the dog sat")
+    [('=', 'the '), ('-', 'cat'), ('+', 'dog'), ('=', ' sat')]
+    """
+    wa, wb = _TOKENS.findall(a), _TOKENS.findall(b)
     out: list[tuple[str, str]] = []
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, wa, wb, autojunk=False).get_opcodes():
         if tag == "equal":
-            out.append(("=", " ".join(wa[i1:i2])))
-        else:
-            if i2 > i1:
-                out.append(("-", " ".join(wa[i1:i2])))
-            if j2 > j1:
-                out.append(("+", " ".join(wb[j1:j2])))
+            out.append(("=", "".join(wa[i1:i2])))
+            continue
+        if i2 > i1:
+            out.append(("-", "".join(wa[i1:i2])))
+        if j2 > j1:
+            out.append(("+", "".join(wb[j1:j2])))
     return out
+
+
+_TOKENS = re.compile(r"\S+|\s+")
 
 
 def s_curve(bands: int, rows: int, points: int = 101) -> tuple[np.ndarray, np.ndarray]:

@@ -616,3 +616,84 @@ def signal_rows(run: str | Path | Run, columns: Sequence[str] | None = None) -> 
 
 def reject_rows(run: str | Path | Run) -> pl.DataFrame:
     return open_run(run).cursor().sql("SELECT * FROM rejects ORDER BY partition, locator").pl()
+
+
+# --- near-duplicate clusters (the cluster browser) --------------------------------------------------
+
+CLUSTER_SORTS = ("size", "min_jaccard", "mean_jaccard", "cluster_id")
+
+
+def _grid_col(threshold: float) -> str:
+    match = [t for t in GRID if abs(t - threshold) < 1e-9]
+    if not match:
+        raise ConfigError(f"threshold={threshold!r} is not allowed: clusters are precomputed at "
+                          f"{', '.join(f'{t:.2f}' for t in GRID)}; pick one of those")
+    return dedup.grid_column(match[0])
+
+
+def _members_sql(col: str) -> str:
+    return (f"SELECT c.{col} AS cluster_id, s.doc_id, s.source, s.lang, s.bytes, s.content_hash "
+            f"FROM clusters c JOIN signals s ON s.content_hash = c.node WHERE c.{col} IS NOT NULL")
+
+
+def clusters(run: str | Path | Run, threshold: float = 0.8, *, sort: str = "size", descending: bool = True,
+             offset: int = 0, limit: int = 50, keep: str = "lowest_id") -> pl.DataFrame:
+    """One page of the near-duplicate clusters over all documents at a grid ``threshold``.
+
+    Columns: cluster_id (lowest doc_id of the cluster), size (documents, exact copies included),
+    nodes (distinct contents), min_jaccard / mean_jaccard (over the candidate pairs inside the
+    cluster at or above the threshold), sources, languages, representative (the member ``keep``
+    would keep if every member survived the earlier stages). Sorted by ``sort`` (one of
+    ``CLUSTER_SORTS``), ties by cluster_id.
+    """
+    if sort not in CLUSTER_SORTS:
+        raise ConfigError(f"sort={sort!r} is not allowed: must be one of {', '.join(CLUSTER_SORTS)}")
+    if offset < 0 or limit < 0:
+        raise ConfigError(f"offset={offset}, limit={limit}: both must be >= 0")
+    from lab.stages.near_dedup import KEEP
+
+    if keep not in KEEP:
+        raise ConfigError(f"keep={keep!r} is not allowed: must be one of {', '.join(KEEP)}")
+    col = _grid_col(threshold)
+    r = open_run(run)
+    order = {"lowest_id": "doc_id", "longest": "bytes DESC NULLS LAST, doc_id", "best_signal": "doc_id"}[keep]
+    sql = (f"WITH m AS ({_members_sql(col)}), "
+           f"e AS (SELECT cu.{col} AS cluster_id, min(e.jaccard) AS min_jaccard, avg(e.jaccard) AS mean_jaccard "
+           f"FROM edges e JOIN clusters cu ON e.u = cu.node JOIN clusters cv ON e.v = cv.node "
+           f"WHERE cu.{col} = cv.{col} AND e.jaccard >= {threshold - dedup.EPS!r} GROUP BY ALL), "
+           f"g AS (SELECT cluster_id, count(*) AS size, count(DISTINCT content_hash) AS nodes, "
+           f"list(DISTINCT source ORDER BY source) AS sources, list(DISTINCT lang ORDER BY lang) AS languages, "
+           f"first(doc_id ORDER BY {order}) AS representative FROM m GROUP BY cluster_id) "
+           f"SELECT g.cluster_id, g.size, g.nodes, e.min_jaccard, e.mean_jaccard, g.sources, g.languages, "
+           f"g.representative FROM g JOIN e USING (cluster_id) "
+           f"ORDER BY {sort} {'DESC' if descending else 'ASC'}, cluster_id LIMIT {int(limit)} OFFSET {int(offset)}")
+    return r.cursor().sql(sql).pl()
+
+
+def cluster_count(run: str | Path | Run, threshold: float = 0.8) -> dict[str, int]:
+    """Clusters and the documents in them at a grid ``threshold`` (for paging)."""
+    col = _grid_col(threshold)
+    n, docs = open_run(run).cursor().execute(
+        f"SELECT count(DISTINCT cluster_id), count(*) FROM ({_members_sql(col)})").fetchone()
+    return {"clusters": n, "documents": docs}
+
+
+def cluster_members(run: str | Path | Run, cluster_id: int, threshold: float = 0.8) -> pl.DataFrame:
+    """The documents of one cluster at a grid ``threshold``, with their text, ordered by doc_id."""
+    col = _grid_col(threshold)
+    return open_run(run).cursor().sql(
+        f"SELECT m.doc_id, m.source, m.lang, m.bytes, m.content_hash, d.url, d.text FROM ({_members_sql(col)}) m "
+        f"JOIN docs d USING (doc_id) WHERE m.cluster_id = {int(cluster_id)} ORDER BY m.doc_id").pl()
+
+
+def pair_jaccard(run: str | Path | Run, doc_a: int, doc_b: int) -> float | None:
+    """The stored Jaccard of two documents' candidate pair (1.0 for exact copies; None if not a pair)."""
+    cur = open_run(run).cursor()
+    ha, hb = (cur.execute(f"SELECT content_hash FROM signals WHERE doc_id = {int(d)}").fetchone() for d in (doc_a, doc_b))
+    if ha is None or hb is None:
+        raise ConfigError(f"doc_id {doc_a if ha is None else doc_b} is not in this run")
+    if ha[0] == hb[0]:
+        return 1.0
+    row = cur.execute(f"SELECT max(jaccard) FROM edges WHERE (u = {int(ha[0])} AND v = {int(hb[0])}) "
+                      f"OR (u = {int(hb[0])} AND v = {int(ha[0])})").fetchone()
+    return row[0]

@@ -29,11 +29,14 @@ def config(src: Path, out: Path, name: str, workers: int = 1, **kw) -> Config:
 
 
 def outputs(run_dir: Path) -> list[str]:
-    """Every file whose bytes must not depend on workers or resume: docs, signals, rejects, merged stats."""
+    """Every file whose bytes must not depend on workers or resume: docs, signals, rejects, merged
+    stats, and near dedup's signatures, LSH band records, candidate edges and clusters."""
     lay = RunLayout(run_dir)
     files = [str(p.relative_to(run_dir)) for kind in ("docs", "signals", "rejects")
              for p in sorted(getattr(lay, kind).glob("part-*.parquet"))]
-    return files + ["stats/merged.json"]
+    files += [str(p.relative_to(run_dir)) for sub in ("signatures", "bands", "edges")
+              for p in sorted((lay.dedup / sub).glob("*-*.*"))]
+    return files + ["stats/merged.json", "dedup/clusters.parquet"]
 
 
 def assert_identical(a: Path, b: Path) -> None:

@@ -1,0 +1,332 @@
+"""Near dedup: signatures, the LSH shuffle on Dask, clusters on the Jaccard grid, the selection-aware rule."""
+
+from __future__ import annotations
+
+import filecmp
+import json
+import random
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from datasketch import MinHash
+
+from lab import dedup, engine, query, sample
+from lab.config import Config, EngineConfig, IngestConfig, InputConfig, StagesConfig, build
+from lab.errors import ConfigError
+from lab.io.run import RunLayout
+from lab.stages import near_dedup as nd
+from lab.stages.c4 import Config as C4Config
+
+
+def exact_jaccard(a: str, b: str, ngram: int = 5) -> float:
+    sa = set(nd.shingles(nd.normalize(a), ngram))
+    sb = set(nd.shingles(nd.normalize(b), ngram))
+    return len(sa & sb) / len(sa | sb)
+
+
+def run_jsonl(tmp: Path, name: str, texts: list[str], *, workers: int = 1, partition_bytes: int = 1 << 26,
+              stages: StagesConfig | None = None, **nd_kw) -> Config:
+    src = tmp / "inputs" / str(hash(tuple(texts)) & 0xFFFFFFFF) / "docs.jsonl"  # same texts, same file, same ids
+    src.parent.mkdir(parents=True, exist_ok=True)
+    data = "".join(json.dumps({"id": f"doc-{i}", "text": t}) + "\n" for i, t in enumerate(texts))
+    if not src.exists() or src.read_text() != data:  # rewriting would change its fingerprint (mtime)
+        src.write_text(data)
+    stages = stages or StagesConfig()
+    if nd_kw:
+        stages = build(StagesConfig, {**_plain(stages), "near_dedup": {**_plain(stages.near_dedup), **nd_kw}})
+    cfg = Config(name=name, output_dir=str(tmp / "runs"), inputs=(InputConfig(path=str(src)),),
+                 ingest=IngestConfig(partition_bytes=partition_bytes), stages=stages, engine=EngineConfig(n_workers=workers))
+    engine.run(cfg, progress=False)
+    return cfg
+
+
+def ids_of(cfg: Config) -> list[int]:
+    """doc_ids of the documents written by ``run_jsonl``, in input order."""
+    rows = dict(query.open_run(cfg.run_dir, refresh=True).cursor().execute("SELECT record_id, doc_id FROM docs").fetchall())
+    return [rows[f"doc-{i}"] for i in range(len(rows))]
+
+
+def _plain(obj):
+    from lab.config import to_dict
+
+    return to_dict(obj)
+
+
+def corpus(n: int, seed: int) -> tuple[list[str], list[tuple[int, int]]]:
+    """``n`` English documents, a third of them near copies (1% of words replaced) of another."""
+    rng = random.Random(seed)
+    texts, pairs = [], []
+    for i in range(n):
+        if i % 3 == 2:
+            words = texts[i - 1].split(" ")
+            for k in rng.sample(range(len(words)), max(1, len(words) // 100)):
+                words[k] = rng.choice(["garden", "river", "window", "lantern"])
+            texts.append(" ".join(words))
+            pairs.append((i - 1, i))
+        else:
+            texts.append(sample.english_doc(rng))
+    return texts, pairs
+
+
+# --- signatures ------------------------------------------------------------------------------------
+
+
+def test_normalization():
+    assert nd.normalize("Crème  Brûlée,\tversion 2.1!") == "creme brulee version 0 0"
+    assert nd.normalize("snake_case") == "snake case"
+    assert nd.normalize("") == ""
+
+
+def test_hand_computed_jaccard():
+    a, b = "a b c d e f", "a b c d e g"
+    # shingles {abcde, bcdef} and {abcde, bcdeg}: one shared of three
+    assert nd.shingles(nd.normalize(a), 5) == [b"a b c d e", b"b c d e f"]
+    assert exact_jaccard(a, b) == pytest.approx(1 / 3)
+    ha, hb = (nd.shingle_hashes(nd.normalize(t), 5) for t in (a, b))
+    assert np.intersect1d(ha, hb).size == 1 and np.union1d(ha, hb).size == 3
+    cfg = nd.Config(bands=64, rows=8)  # 512 permutations: the estimate is within a few hundredths
+    sa, sb = nd.signature(a, cfg)[0], nd.signature(b, cfg)[0]
+    assert float((sa == sb).mean()) == pytest.approx(1 / 3, abs=0.07)
+    # a document shorter than one shingle is one shingle; an empty one has none
+    assert nd.shingles("a b", 5) == [b"a b"]
+    assert nd.signature("", nd.Config())[1].size == 0
+
+
+def test_signature_equals_datasketch_update_batch():
+    rng = random.Random(5)
+    for text in [sample.english_doc(rng) for _ in range(5)] + ["Grüße aus Köln: 12 Äpfel, 3 Birnen.", "one two"]:
+        norm = nd.normalize(text)
+        sh = nd.shingles(norm, 5)
+        ref = np.unique(np.array([nd.shingle_hash(s) for s in sh], dtype=np.uint32))
+        assert np.array_equal(nd.shingle_hashes(norm, 5), ref)
+        m = MinHash(num_perm=112, seed=1, hashfunc=nd.shingle_hash)
+        m.update_batch(sh)
+        assert np.array_equal(nd.signature(text, nd.Config())[0], m.hashvalues)
+
+
+def test_estimates_track_exact_jaccard():
+    rng = random.Random(9)
+    errors = []
+    for _ in range(40):
+        base = sample.english_doc(rng)
+        words = base.split(" ")
+        for k in rng.sample(range(len(words)), int(len(words) * rng.uniform(0, 0.3))):
+            words[k] = "zebra"
+        other = " ".join(words)
+        est = float((nd.signature(base, nd.Config())[0] == nd.signature(other, nd.Config())[0]).mean())
+        errors.append(est - exact_jaccard(base, other))
+    # 112 permutations: standard error <= sqrt(0.25 / 112) = 0.047
+    assert abs(np.mean(errors)) < 0.03 and np.sqrt(np.mean(np.square(errors))) < 0.06
+
+
+def test_s_curve():
+    assert nd.s_curve(0.8, 14, 8) == pytest.approx(1 - (1 - 0.8 ** 8) ** 14)
+    assert nd.s_curve(0.8, 14, 8) == pytest.approx(0.92355, abs=1e-5)  # 0.8^8 = 0.16777; 1 - 0.83223^14
+    s, p = dedup.s_curve(14, 8)
+    assert p[0] == 0 and p[-1] == 1 and np.all(np.diff(p) >= 0)
+
+
+def test_config_errors_name_key_value_and_allowed():
+    with pytest.raises(ConfigError, match=r"threshold=0\.73.*0\.70, 0\.75"):
+        build(Config, {"stages": {"near_dedup": {"threshold": 0.73}}})
+    with pytest.raises(ConfigError, match=r"keep='biggest'.*lowest_id, longest, best_signal"):
+        build(Config, {"stages": {"near_dedup": {"keep": "biggest"}}})
+    with pytest.raises(ConfigError, match=r"keep_signal='nope'"):
+        build(Config, {"stages": {"near_dedup": {"keep": "best_signal", "keep_signal": "nope"}}})
+    # signature parameters are part of the signals hash: changing them recomputes signatures
+    assert build(Config, {"stages": {"near_dedup": {"bands": 16}}}).signals_hash() != Config().signals_hash()
+    assert build(Config, {"stages": {"near_dedup": {"threshold": 0.9}}}).signals_hash() == Config().signals_hash()
+
+
+def test_diff_reconstructs_both_texts():
+    a, b = "The cat sat\non the mat.", "The dog sat\non the red mat."
+    ops = dedup.diff(a, b)
+    assert "".join(t for op, t in ops if op in "=-") == a
+    assert "".join(t for op, t in ops if op in "=+") == b
+    assert ("-", "cat") in ops and ("+", "dog") in ops
+
+
+# --- the shuffle, clusters and the rule on real runs -------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def near_runs(tmp_path_factory):
+    """The same corpus run with 1 worker and with 2 workers, 3 shuffle buckets, many partitions."""
+    tmp = tmp_path_factory.mktemp("near")
+    texts, pairs = corpus(90, seed=1)
+    one = run_jsonl(tmp, "one", texts, workers=1, partition_bytes=16384)
+    two = run_jsonl(tmp, "two", texts, workers=2, partition_bytes=16384, shuffle_buckets=3)
+    return texts, pairs, one, two
+
+
+def _node_clusters(run_dir: Path) -> dict:
+    t = pq.read_table(RunLayout(run_dir).clusters)
+    return {c: t.column(c).to_pylist() for c in t.column_names}
+
+
+def test_clusters_do_not_depend_on_workers_or_buckets(near_runs):
+    _, _, one, two = near_runs
+    assert len(list((one.run_dir / "dedup" / "edges").glob("*.parquet"))) > 3  # one bucket per partition
+    assert len(list((two.run_dir / "dedup" / "edges").glob("*.parquet"))) == 3
+    assert filecmp.cmp(RunLayout(one.run_dir).clusters, RunLayout(two.run_dir).clusters, shallow=False)
+    assert query.edges(one.run_dir).equals(query.edges(two.run_dir))
+    # a rerun changes nothing and redoes nothing
+    before = RunLayout(one.run_dir).clusters.stat().st_mtime_ns
+    m = engine.run(one, progress=False)
+    assert m["last_run"]["partitions_run"] == 0 and RunLayout(one.run_dir).clusters.stat().st_mtime_ns == before
+
+
+def test_seeded_near_duplicates_are_found_and_grid_is_monotone(near_runs):
+    texts, pairs, one, _ = near_runs
+    ids = {d: i for i, d in enumerate(ids_of(one))}
+    cl = _node_clusters(one.run_dir)
+    by_doc = {}
+    sig = query.signal_rows(one.run_dir, ["doc_id", "content_hash"])
+    node_of = dict(sig.iter_rows())
+    col80 = dict(zip(cl["node"], cl["c80"]))
+    for d, i in ids.items():
+        by_doc[i] = col80.get(node_of[d])
+    for a, b in pairs:
+        assert by_doc[a] is not None and by_doc[a] == by_doc[b], (a, b)
+    unpaired = {i for i in range(len(texts))} - {x for p in pairs for x in p}
+    assert all(by_doc[i] is None for i in unpaired)  # unrelated documents are not near-duplicates
+    # lower thresholds merge clusters, never split them
+    for lo, hi in zip(nd.GRID, nd.GRID[1:]):
+        a, b = cl[dedup.grid_column(lo)], cl[dedup.grid_column(hi)]
+        assert sum(x is not None for x in a) >= sum(x is not None for x in b)
+        groups = {}
+        for x, y in zip(a, b):
+            if y is not None:
+                groups.setdefault(y, set()).add(x)
+        assert all(len(v) == 1 and None not in v for v in groups.values())
+
+
+def test_precision_recall_against_exact_jaccard_on_the_sample(synthetic_run):
+    """Pairs in one cluster at 0.8 against pairs whose exact 5-gram Jaccard is >= 0.8."""
+    cfg, run_dir = synthetic_run
+    docs = query.open_run(run_dir).cursor().sql("SELECT d.doc_id, d.text, s.nd_shingles FROM docs d "
+                                                "JOIN signals s USING (doc_id) ORDER BY doc_id").fetchall()
+    sets = {d: nd.shingle_hashes(nd.normalize(t), 5) for d, t, n in docs if n}
+    keys = sorted(sets)
+    truth = set()
+    for i, a in enumerate(keys):
+        for b in keys[i + 1:]:
+            x, y = sets[a], sets[b]
+            inter = np.intersect1d(x, y, assume_unique=True).size
+            if inter / (x.size + y.size - inter) >= 0.8:
+                truth.add((a, b))
+    node = dict(query.signal_rows(run_dir, ["doc_id", "content_hash"]).iter_rows())
+    cl = _node_clusters(run_dir)
+    cid = dict(zip(cl["node"], cl["c80"]))
+    # a document's group: its node's cluster, or its node alone (exact copies share a node)
+    group = {d: cid.get(node[d]) or ("node", node[d]) for d in keys}
+    found = {(a, b) for i, a in enumerate(keys) for b in keys[i + 1:] if group[a] == group[b]}
+    precision = len(found & truth) / len(found)
+    recall = len(found & truth) / len(truth)
+    print(f"\nsample: {len(truth)} pairs with exact Jaccard >= 0.8, {len(found)} in one cluster at 0.8: "
+          f"precision {precision:.3f}, recall {recall:.3f}")
+    assert len(truth) >= 20 and precision >= 0.9 and recall >= 0.95
+
+
+@pytest.fixture(scope="module")
+def synthetic_run(tmp_path_factory):
+    syn = sample.build(root=tmp_path_factory.mktemp("data") / "sample", real=False) / "synthetic"
+    cfg = Config(name="syn", output_dir=str(tmp_path_factory.mktemp("runs")), inputs=(InputConfig(path=str(syn)),),
+                 engine=EngineConfig(n_workers=1))
+    engine.run(cfg, progress=False)
+    return cfg, cfg.run_dir
+
+
+def test_selection_aware_keep(tmp_path):
+    """The member a cluster would keep is dropped by an earlier rule: another member survives."""
+    rng = random.Random(3)
+    base = sample.english_doc(rng, 8)
+    copies = []
+    for k in range(3):
+        words = base.split(" ")
+        words[10 + 7 * k] = "lantern"
+        copies.append(" ".join(words))
+    other = sample.english_doc(rng, 8)
+    for marked in range(4):  # doc_ids are hashes of the byte offsets: mark each member until it is the lowest
+        texts = [base, *copies, other]
+        texts[marked] += "\n\nLorem ipsum dolor sit amet, this line marks the document for the c4 stage."
+        cfg = run_jsonl(tmp_path / str(marked), "sel", texts)
+        ids = ids_of(cfg)
+        lowest = int(np.argmin(ids[:4]))
+        if lowest == marked:
+            break
+    assert lowest == marked
+    reasons = dict(query.drop_reasons(cfg.run_dir, cfg).iter_rows())
+    cluster = [ids[i] for i in range(4)]
+    assert reasons[ids[lowest]] == "c4.lorem_ipsum"
+    survivors = sorted(d for d in cluster if d != ids[lowest])
+    assert reasons[survivors[0]] is None  # the lowest surviving doc_id is kept
+    assert all(reasons[d] == "near_dedup.near_duplicate" for d in survivors[1:])
+    assert reasons[ids[4]] is None
+    # without the c4 rule the cluster's lowest doc_id is the one kept
+    off = build(Config, {**_plain(cfg), "stages": {**_plain(cfg.stages), "c4": {**_plain(C4Config()), "enabled": False}}})
+    reasons = dict(query.drop_reasons(cfg.run_dir, off).iter_rows())
+    assert reasons[ids[lowest]] is None and all(reasons[d] == "near_dedup.near_duplicate" for d in survivors)
+    # keep: longest keeps the member with the most bytes
+    longest = build(Config, {**_plain(off), "stages": {**_plain(off.stages),
+                                                      "near_dedup": {**_plain(off.stages.near_dedup), "keep": "longest"}}})
+    reasons = dict(query.drop_reasons(cfg.run_dir, longest).iter_rows())
+    assert [d for d in cluster if reasons[d] is None] == [ids[lowest]]  # it carries the extra line
+    # the copies differ in one word (Jaccard ~0.97): one cluster at 0.5 too; nothing dropped with the stage off
+    for nd_cfg, dropped in (({"threshold": 0.5}, 3), ({"enabled": False}, 0)):
+        other = build(Config, {**_plain(off), "stages": {**_plain(off.stages),
+                                                        "near_dedup": {**_plain(off.stages.near_dedup), **nd_cfg}}})
+        f = query.funnel(cfg.run_dir, other)
+        assert dict(zip(f["stage"], f["docs_dropped"]))["near_dedup"] == dropped
+
+
+def test_cluster_browser_queries(synthetic_run):
+    _, run_dir = synthetic_run
+    total = query.cluster_count(run_dir, 0.8)
+    page = query.clusters(run_dir, 0.8, limit=1000)
+    assert len(page) == total["clusters"] >= 20 and page["size"].sum() == total["documents"]
+    assert page["size"].to_list() == sorted(page["size"].to_list(), reverse=True)
+    assert (page["min_jaccard"] >= 0.8).all() and (page["mean_jaccard"] >= page["min_jaccard"]).all()
+    first, second = query.clusters(run_dir, 0.8, limit=3), query.clusters(run_dir, 0.8, offset=3, limit=3)
+    assert first.vstack(second).equals(page.head(6))
+    by_j = query.clusters(run_dir, 0.8, sort="min_jaccard", descending=False, limit=1000)
+    assert by_j["min_jaccard"].to_list() == sorted(by_j["min_jaccard"].to_list())
+    members = query.cluster_members(run_dir, page["cluster_id"][0], 0.8)
+    assert len(members) == page["size"][0] and members["doc_id"][0] == page["cluster_id"][0]
+    assert page["representative"][0] == page["cluster_id"][0]  # lowest_id
+    j = query.pair_jaccard(run_dir, members["doc_id"][0], members["doc_id"][1])
+    assert j is None or 0.5 <= j <= 1.0
+    with pytest.raises(ConfigError, match="0.50, 0.55"):
+        query.clusters(run_dir, 0.81)
+    with pytest.raises(ConfigError, match="sort='bytes'"):
+        query.clusters(run_dir, sort="bytes")
+
+
+def _peak_reduce_bytes(cfg: Config) -> int:
+    """Peak Python/numpy allocation of the largest reduce task of a run (tracemalloc)."""
+    layout = RunLayout(cfg.run_dir)
+    keys = sorted(p.name[5:-8] for p in layout.signals.glob("part-*.parquet"))
+    buckets = json.loads(layout.dedup_done.read_text())["buckets"]
+    peak = 0
+    for b in range(buckets):
+        tracemalloc.start()
+        dedup.reduce_bucket(cfg.run_dir, b, keys, cfg.stages.near_dedup)
+        peak = max(peak, tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+    return peak
+
+
+def test_reduce_memory_does_not_grow_with_corpus_size(tmp_path):
+    """One bucket per partition: a reduce task holds about one partition's band records and pairs,
+    whatever the corpus size (4x the documents here)."""
+    small = run_jsonl(tmp_path, "small", corpus(150, seed=2)[0], partition_bytes=196608)
+    large = run_jsonl(tmp_path, "large", corpus(600, seed=2)[0], partition_bytes=196608)
+    n_small = len(list(RunLayout(small.run_dir).signals.glob("*.parquet")))
+    n_large = len(list(RunLayout(large.run_dir).signals.glob("*.parquet")))
+    assert n_large >= 3 * n_small
+    a, b = _peak_reduce_bytes(small), _peak_reduce_bytes(large)
+    print(f"\npeak reduce-task allocation: {a / 1e6:.3f} MB at 150 documents, {b / 1e6:.3f} MB at 600")
+    assert b < 1.5 * a
