@@ -29,8 +29,7 @@ from contextlib import contextmanager
 from importlib import metadata
 from typing import Iterator
 
-from lab import __version__
-from lab import dedup
+from lab import __version__, dedup
 from lab.annotate import annotate_partition
 from lab.config import Config, dumps, to_dict
 from lab.errors import ConfigError

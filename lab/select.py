@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from lab.config import Config
-from lab.errors import ConfigError
 import numpy as np
 
 from lab import dedup
+from lab.config import Config
+from lab.errors import ConfigError
 from lab.rules import Rule, first_failure, keep_first_in_group
 from lab.stages import STAGES
 from lab.stats import Summary
@@ -56,6 +56,10 @@ def stage_rules(rules: Iterable[Rule], stage: str) -> list[Rule]:
     return [r for r in rules if r.stage == stage]
 
 
+def _column(rows: list[Mapping[str, Any]], name: str) -> np.ndarray:
+    return np.array([np.nan if r.get(name) is None else r[name] for r in rows], dtype=np.float64)
+
+
 def python_funnel(rules: list[Rule], rows: Iterable[Mapping[str, Any]],
                   edges: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> dict[int, str | None]:
     """doc_id -> drop reason (None = kept), evaluating ``rules`` in order, one document at a time
@@ -70,10 +74,7 @@ def python_funnel(rules: list[Rule], rows: Iterable[Mapping[str, Any]],
                 threshold, keep, keep_signal = rule.value
                 cand = sorted((r for r in alive.values() if r.get("nd_shingles")), key=lambda r: r["doc_id"])
                 ids = np.array([r["doc_id"] for r in cand], dtype=np.int64)
-                def col(name: str) -> np.ndarray:
-                    return np.array([np.nan if r.get(name) is None else r[name] for r in cand], dtype=np.float64)
-
-                rank = dedup.rank_of(keep, col("bytes"), col(keep_signal))
+                rank = dedup.rank_of(keep, _column(cand, "bytes"), _column(cand, keep_signal))
                 u, v, j = edges if edges is not None else (np.zeros(0, np.int64),) * 2 + (np.zeros(0),)
                 nodes = np.array([r["content_hash"] for r in cand], dtype=np.int64)
                 for doc in dedup.keep_one_per_cluster(ids, nodes, rank, u, v, j, threshold).tolist():

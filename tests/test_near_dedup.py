@@ -125,7 +125,7 @@ def test_estimates_track_exact_jaccard():
 def test_s_curve():
     assert nd.s_curve(0.8, 14, 8) == pytest.approx(1 - (1 - 0.8 ** 8) ** 14)
     assert nd.s_curve(0.8, 14, 8) == pytest.approx(0.92355, abs=1e-5)  # 0.8^8 = 0.16777; 1 - 0.83223^14
-    s, p = dedup.s_curve(14, 8)
+    _, p = dedup.s_curve(14, 8)
     assert p[0] == 0 and p[-1] == 1 and np.all(np.diff(p) >= 0)
 
 
@@ -206,7 +206,7 @@ def test_seeded_near_duplicates_are_found_and_grid_is_monotone(near_runs):
 
 def test_precision_recall_against_exact_jaccard_on_the_sample(synthetic_run):
     """Pairs in one cluster at 0.8 against pairs whose exact 5-gram Jaccard is >= 0.8."""
-    cfg, run_dir = synthetic_run
+    _, run_dir = synthetic_run
     docs = query.open_run(run_dir).cursor().sql("SELECT d.doc_id, d.text, s.nd_shingles FROM docs d "
                                                 "JOIN signals s USING (doc_id) ORDER BY doc_id").fetchall()
     sets = {d: nd.shingle_hashes(nd.normalize(t), 5) for d, t, n in docs if n}
