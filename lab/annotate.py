@@ -146,8 +146,9 @@ def annotate_partition(part: Partition, cfg: Config, run_dir: str | Path, n_buck
     has = np.array([s is not None for s in sigs], dtype=bool)
     for i in np.flatnonzero(has):
         matrix[i] = sigs[i]
-    groups = dedup.band_groups(matrix, has, signals.column("content_hash").fill_null(0).to_numpy(),
-                               signals.column("doc_id").to_numpy(), part.key, nd_cfg, n_buckets)
+    content = signals.column("content_hash")
+    groups = dedup.band_groups(matrix, has, content.fill_null(0).to_numpy(), content.is_valid().to_numpy(zero_copy_only=False),
+                               signals.column("doc_id").to_numpy(), nd_cfg, n_buckets)
     clock["near_dedup"] = clock.get("near_dedup", 0.0) + (time.thread_time() - t0)
 
     layout.make()

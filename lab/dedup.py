@@ -3,9 +3,11 @@
 The engine runs these functions as tasks (DESIGN §2, §5):
 
 1. **map** (inside each partition's annotate task): ``band_groups`` turns the partition's MinHash
-   signatures into one record per (node, band): ``band, band_hash, node, doc_id, part, row``, split
+   signatures into one record per (node, band): ``band, band_hash, node, doc_id, row``, split
    into ``n_buckets`` shuffle buckets by a hash of ``(band, band_hash)``. A *node* is a normalized
-   content hash: exact copies have equal signatures and share one node.
+   content hash: exact copies have equal signatures and share one node. Every document also
+   sends one ``EXACT`` record keyed by its content hash: the same shuffle finds the exact-duplicate
+   groups across partitions (``dedup/exact/``).
 2. **reduce** (one task per bucket): ``reduce_bucket`` reads its bucket from every partition, groups
    by ``(band, band_hash)`` and links the nodes of each group (every pair; a star around the lowest
    ``doc_id`` when a group has more than ``max_group_pairs`` members). A pair is kept only by its
@@ -42,8 +44,10 @@ from lab.stages import near_dedup
 from lab.stages.near_dedup import GRID
 
 EPS = 1e-9  # Jaccard >= t is tested as jaccard >= t - EPS: estimates are fractions k / num_perm
+EXACT = 255  # the shuffle's pseudo-band of exact duplicates: band_hash = content hash
 BAND_SCHEMA = pa.schema([("band", pa.uint8()), ("band_hash", pa.uint64()), ("node", pa.int64()),
-                         ("doc_id", pa.int64()), ("part", pa.string()), ("row", pa.int32())])
+                         ("doc_id", pa.int64()), ("row", pa.int32())])
+EXACT_SCHEMA = pa.schema([("content_hash", pa.int64()), ("docs", pa.int64()), ("first_doc_id", pa.int64())])
 EDGE_SCHEMA = pa.schema([("u", pa.int64()), ("v", pa.int64()), ("u_doc", pa.int64()), ("v_doc", pa.int64()),
                          ("matches", pa.int16()), ("jaccard_est", pa.float64()), ("jaccard_exact", pa.float64()),
                          ("jaccard", pa.float64())])
@@ -57,9 +61,11 @@ def grid_column(t: float) -> str:
 # --- map -----------------------------------------------------------------------------------------
 
 
-def band_groups(signatures: np.ndarray, has_signature: np.ndarray, nodes: np.ndarray, doc_ids: np.ndarray,
-                key: str, cfg: near_dedup.Config, n_buckets: int) -> dict[int, pa.Table]:
-    """bucket -> band records of one partition (one record per node and band; a node's lowest doc_id)."""
+def band_groups(signatures: np.ndarray, has_signature: np.ndarray, nodes: np.ndarray, has_node: np.ndarray,
+                doc_ids: np.ndarray, cfg: near_dedup.Config, n_buckets: int) -> dict[int, pa.Table]:
+    """bucket -> shuffle records of one partition: per node with a signature, one record per band
+    (with the node's lowest doc_id here), and per document with a content hash one ``EXACT`` record
+    keyed by the hash (exact duplicates across partitions meet in one bucket)."""
     rows = np.flatnonzero(has_signature)
     if rows.size:
         order = np.lexsort((doc_ids[rows], nodes[rows]))  # per node, its lowest doc_id first
@@ -68,15 +74,17 @@ def band_groups(signatures: np.ndarray, has_signature: np.ndarray, nodes: np.nda
         first[1:] = nodes[rows][1:] != nodes[rows][:-1]
         rows = rows[first]
     bh = near_dedup.band_hashes(signatures[rows], cfg.bands, cfg.rows)  # [n, bands]
-    n = rows.size
-    band = np.tile(np.arange(cfg.bands, dtype=np.uint8), n)
-    flat = bh.reshape(-1)
+    exact = np.flatnonzero(has_node)
+    band = np.concatenate([np.tile(np.arange(cfg.bands, dtype=np.uint8), rows.size),
+                           np.full(exact.size, EXACT, dtype=np.uint8)])
+    flat = np.concatenate([bh.reshape(-1), nodes[exact].view(np.uint64)])
     with np.errstate(over="ignore"):
         mixed = (flat ^ (band.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))) * np.uint64(0xBF58476D1CE4E5B9)
     bucket = ((mixed >> np.uint64(33)) % np.uint64(n_buckets)).astype(np.int64)
-    table = pa.table({"band": band, "band_hash": flat, "node": np.repeat(nodes[rows], cfg.bands),
-                      "doc_id": np.repeat(doc_ids[rows], cfg.bands), "part": pa.array([key] * (n * cfg.bands), pa.string()),
-                      "row": np.repeat(rows.astype(np.int32), cfg.bands)}, schema=BAND_SCHEMA)
+    table = pa.table({"band": band, "band_hash": flat,
+                      "node": np.concatenate([np.repeat(nodes[rows], cfg.bands), nodes[exact]]),
+                      "doc_id": np.concatenate([np.repeat(doc_ids[rows], cfg.bands), doc_ids[exact]]),
+                      "row": np.concatenate([np.repeat(rows, cfg.bands), exact]).astype(np.int32)}, schema=BAND_SCHEMA)
     order = np.argsort(bucket, kind="stable")
     table, bucket = table.take(order), bucket[order]
     bounds = np.searchsorted(bucket, np.arange(n_buckets + 1))
@@ -153,6 +161,19 @@ def _group_pairs(starts: np.ndarray, sizes: np.ndarray, cap: int) -> tuple[np.nd
     return np.concatenate(left), np.concatenate(right)
 
 
+def _write_exact(layout: RunLayout, bucket: int, hashes: np.ndarray, docs: np.ndarray) -> None:
+    """Exact-duplicate groups (more than one document per content hash) of one bucket."""
+    order = np.lexsort((docs, hashes))
+    hashes, docs = hashes[order], docs[order]
+    new = np.ones(hashes.size, dtype=bool)
+    new[1:] = hashes[1:] != hashes[:-1]
+    starts = np.flatnonzero(new)
+    sizes = np.diff(np.append(starts, hashes.size))
+    multi = sizes > 1
+    write_parquet(pa.table({"content_hash": hashes[starts[multi]], "docs": sizes[multi].astype(np.int64),
+                            "first_doc_id": docs[starts[multi]]}, schema=EXACT_SCHEMA), layout.exact(bucket))
+
+
 def reduce_bucket(run_dir: str | Path, bucket: int, keys: Sequence[str], cfg: near_dedup.Config) -> Forest:
     """Candidate pairs of one shuffle bucket, written to ``dedup/edges/``; returns their spanning forest."""
     layout = RunLayout(Path(run_dir))
@@ -166,6 +187,9 @@ def reduce_bucket(run_dir: str | Path, bucket: int, keys: Sequence[str], cfg: ne
     band, bh, node, doc, row, part = (np.concatenate(cols[c]) if cols[c] else np.zeros(0, dtype=np.int64)
                                       for c in ("band", "band_hash", "node", "doc_id", "row", "part"))
     band = band.astype(np.int64)
+    _write_exact(layout, bucket, node[band == EXACT], doc[band == EXACT])
+    near = band != EXACT
+    band, bh, node, doc, row, part = (x[near] for x in (band, bh, node, doc, row, part))
     # one record per (band, band_hash, node): a node's lowest doc_id over all partitions
     order = np.lexsort((doc, node, bh, band))
     band, bh, node, doc, row, part = (x[order] for x in (band, bh, node, doc, row, part))

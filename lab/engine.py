@@ -232,10 +232,11 @@ def _run_dedup(client, cfg: Config, layout: RunLayout, parts: list[Partition], b
     if _dedup_complete(layout, state):
         return
     layout.dedup_done.unlink(missing_ok=True)
-    for f in (layout.dedup / "edges").glob("*"):  # buckets of an earlier shape
+    for f in [*(layout.dedup / "edges").glob("*"), *(layout.dedup / "exact").glob("*")]:  # an earlier shape's
         if f.name.startswith(".tmp-") or int(f.stem.split("-")[1]) >= buckets:
             f.unlink()
     keys = [p.key for p in parts if layout.bands(p.key).exists()]  # quarantined partitions have none
+    started = time.time()
     nd = cfg.stages.near_dedup
     run_id = hashlib.blake2b(f"{layout.root.resolve()}|{cfg.signals_hash()}|{state['partitions']}".encode(),
                              digest_size=8).hexdigest()
@@ -255,7 +256,8 @@ def _run_dedup(client, cfg: Config, layout: RunLayout, parts: list[Partition], b
                               pure=False).result()
     finally:
         bar.close()
-    write_json({"state": state, "buckets": buckets, "nodes": nodes}, layout.dedup_done)
+    write_json({"state": state, "buckets": buckets, "nodes": nodes, "seconds": round(time.time() - started, 3)},
+               layout.dedup_done)
 
 
 def _run_tasks(client, cfg: Config, layout: RunLayout, todo: list[Partition], buckets: int, *, progress: bool) -> None:
@@ -336,6 +338,8 @@ def finish(cfg: Config, layout: RunLayout, parts: list[Partition], *, reused: in
         # every stage in funnel order under the run's config, group rules included
         "funnel": funnel,
         "stage_cpu_seconds": {k: round(v, 3) for k, v in sorted(cpu.items())},
+        # the LSH shuffle: buckets (reduce tasks), clustered nodes, wall seconds of reduce + clusters
+        "near_dedup": read_json(layout.dedup_done) if layout.dedup_done.exists() else {},
         "last_run": {"partitions_reused": reused, "partitions_run": len(parts) - reused, "seconds": round(seconds, 3)},
     }
     write_json(manifest, layout.manifest)

@@ -124,6 +124,11 @@ def open_run(run: str | Path | Run, *, in_memory: bool = False, refresh: bool = 
             con.execute(f"CREATE VIEW edges AS SELECT * FROM read_parquet({_q(str(layout.dedup / 'edges' / 'bucket-*.parquet'))})")
         else:
             con.execute(f"CREATE TABLE edges AS SELECT * FROM {_empty(dedup.EDGE_SCHEMA)}")
+        if any((layout.dedup / "exact").glob("bucket-*.parquet")):
+            con.execute("CREATE VIEW exact_groups AS SELECT * FROM "
+                        f"read_parquet({_q(str(layout.dedup / 'exact' / 'bucket-*.parquet'))})")
+        else:
+            con.execute(f"CREATE TABLE exact_groups AS SELECT * FROM {_empty(dedup.EXACT_SCHEMA)}")
         if layout.clusters.exists():
             con.execute(f"CREATE VIEW clusters AS SELECT * FROM read_parquet({_q(str(layout.clusters))})")
         else:
@@ -305,6 +310,11 @@ def _edges(r: Run) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def edges(run: str | Path | Run) -> pl.DataFrame:
     """The run's near-duplicate candidate pairs (``lab.dedup.EDGE_SCHEMA``), ordered by (u_doc, v_doc)."""
     return open_run(run).cursor().sql("SELECT * FROM edges ORDER BY u_doc, v_doc").pl()
+
+
+def exact_groups(run: str | Path | Run) -> pl.DataFrame:
+    """Exact-duplicate groups found by the LSH shuffle's ``EXACT`` records: content_hash, docs, first_doc_id."""
+    return open_run(run).cursor().sql("SELECT * FROM exact_groups ORDER BY content_hash").pl()
 
 
 def near_drops(run: str | Path | Run, rules: list[Rule]) -> pa.Table:

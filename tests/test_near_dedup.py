@@ -179,6 +179,15 @@ def test_clusters_do_not_depend_on_workers_or_buckets(near_runs):
     assert m["last_run"]["partitions_run"] == 0 and RunLayout(one.run_dir).clusters.stat().st_mtime_ns == before
 
 
+def test_shuffle_finds_the_exact_duplicate_groups(synthetic_run):
+    _, run_dir = synthetic_run
+    groups = query.exact_groups(run_dir)
+    sql = query.open_run(run_dir).cursor().sql(
+        "SELECT content_hash, count(*) AS docs, min(doc_id) AS first_doc_id FROM signals "
+        "GROUP BY content_hash HAVING count(*) > 1 ORDER BY content_hash").pl()
+    assert len(groups) >= 30 and groups.equals(sql)
+
+
 def test_seeded_near_duplicates_are_found_and_grid_is_monotone(near_runs):
     texts, pairs, one, _ = near_runs
     ids = {d: i for i, d in enumerate(ids_of(one))}

@@ -73,6 +73,10 @@ class RunLayout:
         """Candidate pairs found by one shuffle bucket, with their Jaccard."""
         return self.dedup / "edges" / f"bucket-{bucket:05d}.parquet"
 
+    def exact(self, bucket: int) -> Path:
+        """Exact-duplicate groups (content hash, documents, lowest doc_id) found by one shuffle bucket."""
+        return self.dedup / "exact" / f"bucket-{bucket:05d}.parquet"
+
     @property
     def clusters(self) -> Path:
         """Every node's cluster at each threshold of the grid."""
@@ -92,5 +96,5 @@ class RunLayout:
 
     def make(self) -> None:
         for d in (self.docs, self.signals, self.rejects, self.stats, self.dedup / "signatures", self.dedup / "shingles",
-                  self.dedup / "bands", self.dedup / "edges"):
+                  self.dedup / "bands", self.dedup / "edges", self.dedup / "exact"):
             d.mkdir(parents=True, exist_ok=True)
