@@ -98,6 +98,25 @@ def cmd_funnel(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_clusters(args: argparse.Namespace) -> int:
+    import polars as pl
+
+    from lab import query
+
+    run_dir = Path(args.run)
+    if not (run_dir / "config.yaml").is_file():
+        raise ConfigError(f"{str(run_dir)!r} is not a run directory (no config.yaml); runs are made by "
+                          "`corpus-lab run` under runs/<name>")
+    with pl.Config(tbl_rows=500, tbl_width_chars=180, float_precision=3, fmt_str_lengths=60):
+        if args.show is not None:
+            print(query.cluster_members(run_dir, args.show, args.threshold).drop("text", "content_hash"))
+            return 0
+        n = query.cluster_count(run_dir, args.threshold)
+        print(f"{n['clusters']} clusters of {n['documents']} documents at Jaccard >= {args.threshold:.2f}")
+        print(query.clusters(run_dir, args.threshold, sort=args.sort, offset=args.offset, limit=args.limit))
+    return 0
+
+
 def cmd_sample(args: argparse.Namespace) -> int:
     from lab.sample import build as build_sample
 
@@ -127,6 +146,15 @@ def parser() -> argparse.ArgumentParser:
     f.add_argument("--config", help="thresholds to apply (default: the run's config.yaml)")
     f.add_argument("--by", choices=("lang", "source"), help="one funnel per language or per source")
     f.set_defaults(func=cmd_funnel)
+
+    c = sub.add_parser("clusters", help="list a run's near-duplicate clusters at a Jaccard threshold, or one cluster")
+    c.add_argument("run", help="run directory, e.g. runs/sample")
+    c.add_argument("--threshold", type=float, default=0.8, help="one of 0.50, 0.55, ..., 0.95 (default 0.8)")
+    c.add_argument("--sort", default="size", choices=("size", "min_jaccard", "mean_jaccard", "cluster_id"))
+    c.add_argument("--offset", type=int, default=0)
+    c.add_argument("--limit", type=int, default=20)
+    c.add_argument("--show", type=int, metavar="CLUSTER_ID", help="list the members of one cluster instead")
+    c.set_defaults(func=cmd_clusters)
 
     s = sub.add_parser("sample", help="build the embedded sample corpus under data/sample/")
     s.add_argument("--force", action="store_true", help="rebuild even if it exists")

@@ -19,7 +19,8 @@ def test_run_then_funnel_with_other_thresholds(tmp_path):
     import random
 
     rng = random.Random(1)
-    docs = [{"id": str(i), "text": sample.english_doc(rng)} for i in range(12)]
+    docs = [{"id": str(i), "text": sample.english_doc(rng)} for i in range(11)]
+    docs.append({"id": "copy", "text": docs[0]["text"].replace(" the ", " a ", 1)})  # a near duplicate of "0"
     docs += [{"id": "short", "text": "Too short to keep."}, {"id": "pretty", "text": ["not", "a", "string"]}]
     (tmp_path / "in.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs) + "[\n")
     (tmp_path / "c.yaml").write_text(f"name: t\noutput_dir: {tmp_path}/runs\ninputs: [{{path: {tmp_path}/in.jsonl}}]\n"
@@ -39,6 +40,10 @@ def test_run_then_funnel_with_other_thresholds(tmp_path):
     assert " 13 " in line.replace("┆", " ")  # every document is now too short
     r3 = cli("funnel", str(tmp_path / "runs" / "t"), "--by", "lang")
     assert r3.returncode == 0 and "en" in r3.stdout
+    r4 = cli("clusters", str(tmp_path / "runs" / "t"))
+    assert r4.returncode == 0 and "1 clusters of 2 documents at Jaccard >= 0.80" in r4.stdout, r4.stderr
+    r5 = cli("clusters", str(tmp_path / "runs" / "t"), "--threshold", "0.83")
+    assert r5.returncode == 2 and "threshold=0.83 is not allowed" in r5.stderr and "0.80, 0.85" in r5.stderr
 
 
 def test_empty_input_warns(tmp_path):
