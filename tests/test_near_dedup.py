@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from datasketch import MinHash
+from datasketch import LeanMinHash, MinHash
 
 from lab import dedup, engine, query, sample
 from lab.config import Config, EngineConfig, IngestConfig, InputConfig, StagesConfig, build
@@ -105,6 +105,10 @@ def test_signature_equals_datasketch_update_batch():
         m = MinHash(num_perm=112, seed=1, hashfunc=nd.shingle_hash)
         m.update_batch(sh)
         assert np.array_equal(nd.signature(text, nd.Config())[0], m.hashvalues)
+    # stored signatures load into datasketch's LeanMinHash, whose estimate is ours
+    a, b = (nd.signature(t, nd.Config())[0] for t in (text, text + " one more sentence here at the end"))
+    lean = [LeanMinHash(seed=1, hashvalues=x, scheme="affine32") for x in (a, b)]
+    assert lean[0].jaccard(lean[1]) == pytest.approx(float((a == b).mean()))
 
 
 def test_estimates_track_exact_jaccard():
