@@ -58,7 +58,9 @@ class Config:
     bands: int = 14  # LSH bands
     rows: int = 8  # values per band; num_perm = bands * rows
     seed: int = 1  # seed of datasketch's permutations
-    exact_jaccard: bool = False  # also store shingle sets and compute every candidate pair's exact Jaccard
+    # store shingle sets (about half the size of the text) and give every candidate pair its exact
+    # Jaccard; false: the signature's estimate (saves the space, costs precision near the threshold)
+    exact_jaccard: bool = True
     max_group_pairs: int = 100  # a band bucket with more members links them in a chain (all pairs otherwise)
     shuffle_buckets: int = 0  # LSH shuffle: reduce tasks; 0 = one per partition (memory per task bounded)
 
