@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import shutil
 import time
 from pathlib import Path
 
@@ -61,6 +62,7 @@ def main() -> None:
     cfg = Config(name="neardup-exact" if args.exact_jaccard else "neardup", output_dir=args.runs,
                  inputs=(InputConfig(str(src)),), ingest=IngestConfig(partition_bytes=int(args.partition_mb * 2**20)),
                  stages=stages, engine=EngineConfig(n_workers=args.workers))
+    shutil.rmtree(cfg.run_dir, ignore_errors=True)  # a fresh run: nothing reused
     with engine.client_for(cfg) as client:
         t = time.perf_counter()
         m = engine.run(cfg, progress=True, overwrite=True, client=client)

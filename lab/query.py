@@ -8,7 +8,7 @@ member of each group always survives the earlier stages' filtering. Near dedup i
 the same way: the candidate edges (``dedup/edges/``) among the documents alive before it, at the
 configured Jaccard threshold, are joined into components (``lab.dedup.keep_one_per_cluster``) and
 one member of each is kept; only the documents that have an edge or an exact copy are evaluated
-(table ``nd_docs``). ``clusters``/``cluster_members`` browse the clusters precomputed on the grid.
+(``nd_docs``). ``clusters``/``cluster_members`` browse the clusters precomputed on the grid.
 
 Connections: one DuckDB connection per process and run (``open_run``), a ``cursor()`` per call,
 so threads (dashboard sessions) never share a cursor. ``open_run(..., in_memory=True)`` loads the
@@ -134,11 +134,13 @@ def open_run(run: str | Path | Run, *, in_memory: bool = False, refresh: bool = 
         else:
             con.execute(f"CREATE TABLE clusters AS SELECT 0::BIGINT AS node, 0::BIGINT AS doc_id, "
                         f"{', '.join(f'NULL::BIGINT AS {dedup.grid_column(t)}' for t in GRID)} LIMIT 0")
-        # the documents near dedup can touch: a node with a candidate edge, or an exact copy
+        # the documents near dedup can touch: those of a node with a candidate edge (nd_docs), and when
+        # exact dedup is off, exact copies too (nd_docs_all: several may survive to share a node)
         copies = ("_n_content_hash > 1" if in_memory else
                   "content_hash IN (SELECT content_hash FROM signals GROUP BY ALL HAVING count(*) > 1)")
-        con.execute(f"CREATE {'TABLE' if in_memory else 'VIEW'} nd_docs AS SELECT * FROM signals WHERE "
-                    f"content_hash IN (SELECT u FROM edges UNION SELECT v FROM edges) OR {copies}")
+        ends = "content_hash IN (SELECT u FROM edges UNION SELECT v FROM edges)"
+        con.execute(f"CREATE {'TABLE' if in_memory else 'VIEW'} nd_docs AS SELECT * FROM signals WHERE {ends}")
+        con.execute(f"CREATE VIEW nd_docs_all AS SELECT * FROM signals WHERE {ends} OR {copies}")
         con.execute(f"CREATE VIEW docs AS SELECT * FROM read_parquet({_q(layout.glob('docs'))})")
         con.execute(f"CREATE VIEW rejects AS SELECT * FROM read_parquet({_q(layout.glob('rejects'))})")
         columns = tuple(r[0] for r in con.execute("DESCRIBE signals").fetchall())
@@ -334,7 +336,15 @@ def near_drops(run: str | Path | Run, rules: list[Rule]) -> pa.Table:
     threshold, keep, keep_signal = rules[k].value
     rank = {"lowest_id": "doc_id", "longest": "bytes", "best_signal": keep_signal}[keep]
     _check_columns(r, [rank, "nd_shingles"])
-    sql = codes_sql(rules, extra=["content_hash", "nd_shingles", "source", "lang", rank], run=r, source="nd_docs")
+    # with exact dedup before it, one document per node survives: only nodes with an edge can drop any
+    exact_first = any(x.op == "first_in_group" and x.signal == "content_hash" for x in rules[:k])
+    if exact_first and not _edges(r)[0].size:
+        out = schema.empty_table()
+        with r.lock:
+            r.near_memo[key] = out
+        return out
+    sql = codes_sql(rules, extra=["content_hash", "nd_shingles", "source", "lang", rank], run=r,
+                    source="nd_docs" if exact_first else "nd_docs_all")
     alive = _arrow(r.cursor().sql(f"SELECT doc_id, content_hash, bytes, bytes::DOUBLE AS fbytes, {_ident(rank)}::DOUBLE AS rank, code, source, "
                                   f"lang FROM ({sql}) WHERE (code IS NULL OR code > {k}) AND nd_shingles > 0"))
     doc_ids = alive.column("doc_id").to_numpy()
