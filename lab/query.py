@@ -534,7 +534,8 @@ def funnel_filter_shape_sql(rules: list[Rule]) -> str:
 
     Kept only as the measured alternative to ``funnel``'s single GROUP BY over the computed first
     failing rule (``bench/funnel_query.py`` times both; the GROUP BY shape is the one used).
-    A group rule becomes a window partitioned by its signal and by "alive before this stage".
+    A group rule becomes a window partitioned by its signal and by "alive before this stage"; the
+    near-dedup rule (components over edges, not SQL) is left out.
     """
     stages = list(dict.fromkeys(r.stage for r in rules))
     cols = list(dict.fromkeys(["doc_id", *(r.signal for r in rules)]))
@@ -542,7 +543,7 @@ def funnel_filter_shape_sql(rules: list[Rule]) -> str:
     aggs, windows = [], []
     for stage in stages:
         conds = []
-        for r in (x for x in rules if x.stage == stage):
+        for r in (x for x in rules if x.stage == stage and x.op != "first_in_cluster"):  # near dedup: not SQL
             if r.op == "first_in_group":
                 w = f"_rn{len(windows)}"
                 windows.append(f"row_number() OVER (PARTITION BY {_ident(r.signal)}, ({alive}) ORDER BY doc_id) AS {w}")
