@@ -1,0 +1,136 @@
+"""Token shards on disk: fixed-width packed sequences that ``numpy.memmap`` reads with nothing else.
+
+A split directory (``tokens/train/``, ``tokens/val/``) holds:
+
+- ``shard-NNNNN.bin``: little-endian tokens, ``dtype`` (uint16 when the vocabulary fits, else
+  uint32), ``sequences x seq_len`` of them: sequence ``i`` of a shard is tokens
+  ``[i * seq_len, (i + 1) * seq_len)``. Slots no document fills hold ``pad_id``.
+- ``shard-NNNNN.bounds.npy``: int32, the document boundaries of every sequence, concatenated:
+  for sequence ``i`` the cumulative lengths ``cu_seqlens`` (starting at 0, ending at the
+  number of real tokens), so segment ``k`` of it is ``tokens[cu[k]:cu[k + 1]]``.
+- ``shard-NNNNN.offsets.npy``: int64 ``[sequences + 1]``: sequence ``i``'s ``cu_seqlens`` are
+  ``bounds[offsets[i]:offsets[i + 1]]``.
+- ``manifest.json`` (``SplitManifest``): dtype, seq_len, eod_id, pad_id, the shards with their
+  sequence counts, token counts, tokenizer sha256, config hash, shuffle seed.
+
+Reading a sequence::
+
+    tokens = np.memmap("shard-00000.bin", dtype=np.uint16, mode="r").reshape(-1, seq_len)
+    offsets = np.load("shard-00000.offsets.npy"); bounds = np.load("shard-00000.bounds.npy")
+    seq, cu = tokens[i], bounds[offsets[i]:offsets[i + 1]]
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from lab.errors import LabError
+from lab.io.writers import atomic, read_json, write_json, write_npy
+
+MANIFEST = "manifest.json"
+FORMAT_VERSION = 1
+
+
+def token_dtype(vocab_size: int) -> np.dtype:
+    """uint16 when every id fits, else uint32."""
+    return np.dtype(np.uint16) if vocab_size <= 1 << 16 else np.dtype(np.uint32)
+
+
+@dataclass
+class ShardInfo:
+    name: str  # shard-NNNNN (files: NAME.bin, NAME.bounds.npy, NAME.offsets.npy)
+    sequences: int
+    real_tokens: int  # tokens that are not padding
+    documents: int  # document segments (a document split across sequences counts once per piece)
+
+
+@dataclass
+class SplitManifest:
+    split: str  # train or val
+    dtype: str  # uint16 or uint32
+    seq_len: int
+    eod_id: int
+    pad_id: int
+    vocab_size: int
+    tokenizer_sha256: str
+    config_hash: str
+    shuffle_seed: int
+    packing: str
+    shards: list[ShardInfo] = field(default_factory=list)
+    format_version: int = FORMAT_VERSION
+
+    @property
+    def sequences(self) -> int:
+        return sum(s.sequences for s in self.shards)
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["sequences"] = self.sequences
+        d["tokens"] = self.sequences * self.seq_len
+        d["real_tokens"] = sum(s.real_tokens for s in self.shards)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> SplitManifest:
+        d = {k: v for k, v in d.items() if k not in ("sequences", "tokens", "real_tokens")}
+        d["shards"] = [ShardInfo(**s) for s in d["shards"]]
+        return cls(**d)
+
+
+def write_shard(directory: Path, index: int, tokens: np.ndarray, cu_seqlens: list[np.ndarray],
+                dtype: np.dtype) -> ShardInfo:
+    """Write one shard: ``tokens`` [sequences, seq_len] and each sequence's ``cu_seqlens``."""
+    name = f"shard-{index:05d}"
+    directory.mkdir(parents=True, exist_ok=True)
+    if len(cu_seqlens) != len(tokens):
+        raise ValueError(f"{len(tokens)} sequences but {len(cu_seqlens)} boundary lists")
+    with atomic(directory / f"{name}.bin") as tmp:
+        np.ascontiguousarray(tokens, dtype=dtype.newbyteorder("<")).tofile(tmp)
+    offsets = np.zeros(len(cu_seqlens) + 1, dtype=np.int64)
+    offsets[1:] = np.cumsum([c.size for c in cu_seqlens])
+    bounds = np.concatenate(cu_seqlens).astype(np.int32) if cu_seqlens else np.zeros(0, dtype=np.int32)
+    write_npy(bounds, directory / f"{name}.bounds.npy")
+    write_npy(offsets, directory / f"{name}.offsets.npy")
+    real = int(sum(int(c[-1]) for c in cu_seqlens)) if cu_seqlens else 0
+    docs = int(sum(c.size - 1 for c in cu_seqlens))
+    return ShardInfo(name, len(tokens), real, docs)
+
+
+def write_manifest(directory: Path, manifest: SplitManifest) -> None:
+    write_json(manifest.to_json(), directory / MANIFEST)
+
+
+def read_manifest(directory: Path) -> SplitManifest:
+    p = Path(directory) / MANIFEST
+    if not p.exists():
+        raise LabError(f"{directory} holds no token shards ({MANIFEST} is missing); run `corpus-lab run` "
+                       "with tokenize enabled first")
+    m = SplitManifest.from_json(read_json(p))
+    if m.format_version != FORMAT_VERSION:
+        raise LabError(f"{p}: token shard format {m.format_version}, this corpus-lab reads {FORMAT_VERSION}")
+    return m
+
+
+@dataclass
+class Shard:
+    """One shard opened for reading: tokens as a read-only memmap [sequences, seq_len]."""
+
+    tokens: np.ndarray
+    bounds: np.ndarray
+    offsets: np.ndarray
+
+    def cu_seqlens(self, i: int) -> np.ndarray:
+        return self.bounds[self.offsets[i]:self.offsets[i + 1]]
+
+
+def open_shard(directory: Path, info: ShardInfo, manifest: SplitManifest) -> Shard:
+    directory = Path(directory)
+    tokens = np.memmap(directory / f"{info.name}.bin", dtype=np.dtype(manifest.dtype).newbyteorder("<"), mode="r")
+    if tokens.size != info.sequences * manifest.seq_len:
+        raise LabError(f"{directory / info.name}.bin holds {tokens.size} tokens, the manifest says "
+                       f"{info.sequences} x {manifest.seq_len}: the shard is truncated or from another run")
+    return Shard(tokens.reshape(info.sequences, manifest.seq_len), np.load(directory / f"{info.name}.bounds.npy"),
+                 np.load(directory / f"{info.name}.offsets.npy"))
