@@ -125,6 +125,43 @@ class EngineConfig:
 
 
 @dataclass(frozen=True)
+class TokenizerConfig:
+    """The byte-level BPE fitted once per run on a stratified sample of the kept documents, then frozen."""
+
+    enabled: bool = True  # fit the tokenizer and count every document's tokens (n_tokens) in `corpus-lab run`
+    vocab_size: int = 32000  # including the special tokens
+    sample_bytes: int = 64 * 2**20  # text the tokenizer is fitted on, split over (lang, source) by global share
+    min_frequency: int = 2  # a merge needs a pair seen at least this often
+    seed: int = 0  # which documents of each stratum are sampled
+
+    def __post_init__(self) -> None:
+        check("vocab_size", self.vocab_size, 260 <= self.vocab_size <= 2**31 - 1,
+              "a vocabulary size >= 260 (256 byte tokens + specials + merges)")
+        check("sample_bytes", self.sample_bytes, self.sample_bytes >= 1024, ">= 1024 bytes")
+        check("min_frequency", self.min_frequency, self.min_frequency >= 1, ">= 1")
+
+
+PACKINGS = ("pad", "concat", "best_fit")
+
+
+@dataclass(frozen=True)
+class PackConfig:
+    """How kept documents become training sequences (materialize, DESIGN §8)."""
+
+    strategy: Literal["pad", "concat", "best_fit"] = "best_fit"
+    seq_len: int = 2048  # tokens per training sequence
+    val_fraction: float = 0.01  # documents held out for validation (by document, never split)
+    shuffle_seed: int = 0  # the global document shuffle
+    shard_sequences: int = 8192  # sequences per shard file
+
+    def __post_init__(self) -> None:
+        check("strategy", self.strategy, self.strategy in PACKINGS, "one of " + ", ".join(PACKINGS))
+        check("seq_len", self.seq_len, 2 <= self.seq_len <= 2**20, "a length in 2..1048576 tokens")
+        check("val_fraction", self.val_fraction, 0 <= self.val_fraction < 1, "a fraction in [0, 1)")
+        check("shard_sequences", self.shard_sequences, self.shard_sequences >= 1, ">= 1")
+
+
+@dataclass(frozen=True)
 class Config:
     name: str = "sample"  # the run's directory name under output_dir
     output_dir: str = "runs"  # where run directories are written
@@ -133,6 +170,8 @@ class Config:
     ingest: IngestConfig = field(default_factory=IngestConfig)
     stages: StagesConfig = field(default_factory=StagesConfig)
     percentiles: tuple[PercentileRule, ...] = ()
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    pack: PackConfig = field(default_factory=PackConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)
 
     def __post_init__(self) -> None:

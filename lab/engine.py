@@ -128,7 +128,7 @@ def _remove_stale(layout: RunLayout, parts: list[Partition]) -> None:
     """Delete partition files that the current plan does not have (the input shrank or changed shape)."""
     keys = {p.key for p in parts}
     for d in (layout.docs, layout.signals, layout.rejects, layout.stats, layout.dedup / "signatures",
-              layout.dedup / "shingles", layout.dedup / "bands"):
+              layout.dedup / "shingles", layout.dedup / "bands", layout.tokenized_dir):
         for f in d.glob("*"):
             name = f.name
             if name.startswith(".tmp-"):
@@ -192,7 +192,7 @@ def run(cfg: Config, *, progress: bool = True, overwrite: bool = False, client: 
     todo = [p for p in parts if not _complete(layout, p, shash, buckets)]
     started = time.time()
     dedup_state = _dedup_state(cfg, layout, parts, buckets)
-    if todo or not _dedup_complete(layout, dedup_state):
+    if todo or not _dedup_complete(layout, dedup_state) or not _tokenize_complete(cfg, layout, parts):
         if client is None:
             with client_for(cfg) as c:
                 _run_all(c, cfg, layout, parts, todo, buckets, progress=progress)
@@ -206,6 +206,76 @@ def _run_all(client, cfg: Config, layout: RunLayout, parts: list[Partition], tod
     if todo:
         _run_tasks(client, cfg, layout, todo, buckets, progress=progress)
     _run_dedup(client, cfg, layout, parts, buckets, progress=progress)
+    _run_tokenize(client, cfg, layout, parts, progress=progress)
+
+
+def _tokenizer_state(cfg: Config, layout: RunLayout, parts: list[Partition]) -> dict:
+    """What the fitted tokenizer depends on: its config, the selection (which documents are kept)
+    and the annotated partitions."""
+    d = to_dict(cfg)
+    return {"tokenizer": d["tokenizer"], "selection": {"stages": d["stages"], "percentiles": d["percentiles"]},
+            "partitions": _dedup_state(cfg, layout, parts, n_buckets(cfg, parts))["partitions"]}
+
+
+def _tokenize_todo(layout: RunLayout, parts: list[Partition], sha: str) -> list[str]:
+    keys = []
+    for p in parts:
+        done = layout.tokenized_done(p.key)
+        if layout.part("docs", p.key).exists() and not (done.exists() and read_json(done).get("sha256") == sha):
+            keys.append(p.key)
+    return keys
+
+
+def _tokenize_complete(cfg: Config, layout: RunLayout, parts: list[Partition]) -> bool:
+    if not cfg.tokenizer.enabled:
+        return True
+    if not layout.tokenizer_fit.exists():
+        return False
+    fit = read_json(layout.tokenizer_fit)
+    return fit.get("state") == _tokenizer_state(cfg, layout, parts) and not _tokenize_todo(layout, parts, fit["sha256"])
+
+
+def _run_tokenize(client, cfg: Config, layout: RunLayout, parts: list[Partition], *, progress: bool) -> None:
+    """Fit the run's tokenizer on its stratified sample (once; reused while nothing it depends on
+    changes), then count every partition's tokens on the workers, one tokenizer per worker."""
+    from distributed import as_completed
+    from tqdm import tqdm
+
+    from lab import query, tokenize
+
+    if not cfg.tokenizer.enabled:
+        return
+    state = _tokenizer_state(cfg, layout, parts)
+    fit = read_json(layout.tokenizer_fit) if layout.tokenizer_fit.exists() else {}
+    if fit.get("state") != state:
+        merge_stats(layout, parts)  # percentile rules need the merged quantiles
+        started = time.time()
+        texts, strata = query.tokenizer_sample(query.open_run(layout.root, refresh=True), cfg)
+        if not texts:
+            raise ConfigError("the tokenizer's sample is empty: the config keeps no documents; loosen the thresholds "
+                              "or set tokenizer.enabled: false")
+        tok = tokenize.fit(texts, cfg.tokenizer)
+        sha = tokenize.save(tok, layout, {"state": state, "vocab_size": tok.get_vocab_size(),
+                                          "sample": {"docs": len(texts), "bytes": int(strata["bytes"].sum()),
+                                                     "strata": strata.to_dicts()},
+                                          "seconds": round(time.time() - started, 3)})
+        for f in layout.tokenized_dir.glob("*"):  # counts of another tokenizer
+            f.unlink()
+    else:
+        sha = fit["sha256"]
+    keys = _tokenize_todo(layout, parts, sha)
+    layout.tokenized_dir.mkdir(parents=True, exist_ok=True)
+    run_id = hashlib.blake2b(f"{layout.root.resolve()}|{sha}".encode(), digest_size=8).hexdigest()
+    futures = [client.submit(tokenize.tokenize_partition, str(layout.root), k, sha, key=f"tokenize-{run_id}-{k}",
+                             retries=cfg.engine.retries, pure=False) for k in keys]
+    bar = tqdm(total=len(keys), unit="part", desc="tokenize", disable=not progress or not keys, file=sys.stderr,
+               dynamic_ncols=True)
+    try:
+        for f in as_completed(futures):
+            f.result()
+            bar.update(1)
+    finally:
+        bar.close()
 
 
 def _dedup_state(cfg: Config, layout: RunLayout, parts: list[Partition], buckets: int) -> dict:
@@ -293,14 +363,27 @@ def _run_tasks(client, cfg: Config, layout: RunLayout, todo: list[Partition], bu
             f.cancel()
 
 
-def finish(cfg: Config, layout: RunLayout, parts: list[Partition], *, reused: int = 0, seconds: float = 0.0) -> dict:
-    """Merge every partition's metrics and statistics partials (in partition order) into the manifest."""
-    previous = read_json(layout.manifest).get("inputs", []) if layout.manifest.exists() else []
+def _tokenizer_summary(layout: RunLayout) -> dict:
+    if not layout.tokenizer_fit.exists():
+        return {}
+    fit = read_json(layout.tokenizer_fit)
+    return {"sha256": fit["sha256"], "vocab_size": fit["vocab_size"], "sample": fit["sample"]}
+
+
+def merge_stats(layout: RunLayout, parts: list[Partition]) -> tuple[list[dict], dict]:
+    """Merge the partitions' statistics partials once, in partition order, into ``stats/merged.json``."""
     done = [read_json(layout.done(p.key)) for p in parts]
     merged = merge_all([{k: Summary.from_json(v) for k, v in d["stats"].items()} for d in done])
     totals = {k: sum(d[k] for d in done) for k in ("docs", "bytes", "rejected", "rejected_bytes")}
     write_json({"signals": {k: merged[k].to_json() for k in numeric_signals() if k in merged}, **totals},
                layout.merged_stats)
+    return done, totals
+
+
+def finish(cfg: Config, layout: RunLayout, parts: list[Partition], *, reused: int = 0, seconds: float = 0.0) -> dict:
+    """Merge every partition's metrics and statistics partials (in partition order) into the manifest."""
+    previous = read_json(layout.manifest).get("inputs", []) if layout.manifest.exists() else []
+    done, totals = merge_stats(layout, parts)
     cpu: dict[str, float] = {}
     for p in parts:
         t = layout.timing(p.key)
@@ -340,6 +423,8 @@ def finish(cfg: Config, layout: RunLayout, parts: list[Partition], *, reused: in
         "stage_cpu_seconds": {k: round(v, 3) for k, v in sorted(cpu.items())},
         # the LSH shuffle: buckets (reduce tasks), clustered nodes, wall seconds of reduce + clusters
         "near_dedup": read_json(layout.dedup_done) if layout.dedup_done.exists() else {},
+        # the frozen tokenizer: sha256 (later steps refuse another), vocabulary, the sample it was fitted on
+        "tokenizer": _tokenizer_summary(layout),
         "last_run": {"partitions_reused": reused, "partitions_run": len(parts) - reused, "seconds": round(seconds, 3)},
     }
     write_json(manifest, layout.manifest)

@@ -718,3 +718,46 @@ def pair_jaccard(run: str | Path | Run, doc_a: int, doc_b: int) -> float | None:
     row = cur.execute(f"SELECT max(jaccard) FROM edges WHERE (u = {int(ha[0])} AND v = {int(hb[0])}) "
                       f"OR (u = {int(hb[0])} AND v = {int(ha[0])})").fetchone()
     return row[0]
+
+
+# --- the tokenizer's stratified sample ----------------------------------------------------------------
+
+
+def tokenizer_sample(run: str | Path | Run, config: Config) -> tuple[list[str], pl.DataFrame]:
+    """The texts a run's tokenizer is fitted on, and the strata they came from.
+
+    Among the documents ``config`` keeps, each (lang, source) stratum's share of the kept bytes over
+    the whole run decides its share of ``tokenizer.sample_bytes``; inside a stratum documents are
+    taken in the order of a seeded hash of their doc_id (md5: stable across DuckDB versions) until
+    the quota is reached (the document that crosses it is included). Partitioning plays no part.
+    """
+    r = open_run(run)
+    rules = _rules(r, config)
+    tc = config.tokenizer
+    cur = r.cursor()
+    codes = _with_near(r, cur, rules, codes_sql(rules, extra=["lang", "source"], run=r))
+    sql = (f"WITH k AS (SELECT doc_id, coalesce(lang, '') AS lang, source, bytes, "
+           f"md5(doc_id::VARCHAR || ':' || {int(tc.seed)}) AS h FROM ({codes}) WHERE code IS NULL), "
+           f"tot AS (SELECT lang, source, sum(bytes) AS stratum_bytes FROM k GROUP BY ALL), "
+           f"q AS (SELECT lang, source, stratum_bytes, {int(tc.sample_bytes)} * stratum_bytes / "
+           f"(SELECT sum(stratum_bytes) FROM tot) AS quota FROM tot), "
+           f"ranked AS (SELECT k.*, q.quota, sum(k.bytes) OVER (PARTITION BY k.lang, k.source ORDER BY k.h, k.doc_id "
+           f"ROWS UNBOUNDED PRECEDING) - k.bytes AS before FROM k JOIN q USING (lang, source)) "
+           f"SELECT doc_id, lang, source, bytes FROM ranked WHERE before < quota ORDER BY lang, source, h, doc_id")
+    picked = cur.sql(sql).pl()
+    cur.register("_picked", picked.select("doc_id").to_arrow())
+    texts = dict(cur.execute("SELECT doc_id, text FROM docs WHERE doc_id IN (SELECT doc_id FROM _picked)").fetchall())
+    strata = cur.sql(f"SELECT lang, source, count(*) AS docs, sum(bytes)::BIGINT AS bytes FROM ({sql}) GROUP BY ALL "
+                     "ORDER BY lang, source").pl()
+    return [texts[d] for d in picked["doc_id"]], strata
+
+
+def token_counts(run: str | Path | Run) -> pl.DataFrame:
+    """doc_id, n_tokens, words, continued_words of every tokenized document."""
+    r = open_run(run)
+    files = r.layout.tokenized_dir / "part-*.parquet"
+    if not any(r.layout.tokenized_dir.glob("part-*.parquet")):
+        raise ConfigError(f"{r.layout.root} has no token counts (tokenized/); run `corpus-lab run` with "
+                          "tokenizer.enabled: true")
+    return r.cursor().sql(f"SELECT doc_id, n_tokens, words, continued_words FROM read_parquet({_q(str(files))}) "
+                          "ORDER BY doc_id").pl()

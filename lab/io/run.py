@@ -86,6 +86,41 @@ class RunLayout:
     def dedup_done(self) -> Path:
         return self.dedup / "done.json"
 
+    # --- tokenizer and tokens (DESIGN §4 tokenizer/, tokens/) ------------------------------------
+
+    @property
+    def tokenizer_dir(self) -> Path:
+        return self.root / "tokenizer"
+
+    @property
+    def tokenizer_json(self) -> Path:
+        return self.tokenizer_dir / "tokenizer.json"
+
+    @property
+    def tokenizer_sha(self) -> Path:
+        return self.tokenizer_dir / "tokenizer.sha256"
+
+    @property
+    def tokenizer_fit(self) -> Path:
+        """How the tokenizer was fitted: its config, the run it was fitted on, the sample's strata."""
+        return self.tokenizer_dir / "fit.json"
+
+    @property
+    def tokenized_dir(self) -> Path:
+        return self.root / "tokenized"
+
+    def tokenized(self, key: str) -> Path:
+        """Per document of docs/part-KEY: n_tokens, words, continued_words and the token ids."""
+        return self.tokenized_dir / f"part-{key}.parquet"
+
+    def tokenized_done(self, key: str) -> Path:
+        return self.tokenized_dir / f"part-{key}.json"
+
+    @property
+    def tokens(self) -> Path:
+        """Packed token shards: tokens/train/, tokens/val/ (lab.io.shards)."""
+        return self.root / "tokens"
+
     def partition_files(self, key: str) -> list[Path]:
         """Every file a partition task writes (stale ones are removed when the plan changes)."""
         return [self.part("docs", key), self.part("signals", key), self.part("rejects", key), self.done(key),

@@ -1,0 +1,383 @@
+"""loader: a deterministic, resumable, exactly-once reader of one token split (``tokens/train``).
+
+The unit is a *sequence*: one row of ``seq_len`` tokens of a shard (``lab.io.shards``). Sequences
+are numbered globally in shard order, then row order: shard 0's rows are ``0 .. s0 - 1``, shard
+1's are ``s0 .. s0 + s1 - 1``, and so on, ``N`` in all.
+
+**Order.** Each epoch draws one permutation of ``0 .. N - 1`` from
+``numpy.random.default_rng((seed, epoch)).permutation(N)``: the same (seed, epoch, N) give the
+same order on every rank and worker without any communication, and another epoch gives another
+order. (NumPy does not promise that ``Generator`` streams never change between releases, so a
+state also records a digest of the stream's order and a resume under a NumPy that permutes
+differently is refused rather than silently re-reading data.)
+
+**Streams.** A job reads with ``W = world_size * num_workers`` streams, one per (rank, worker),
+numbered ``g = rank * num_workers + worker_id``. Stream ``g`` takes permutation positions
+``g, g + W, g + 2W, ...``, so the streams partition the epoch: every sequence goes to exactly
+one stream.
+
+**Tail policy: uneven, nothing dropped, nothing repeated.** When W does not divide N, the first
+``N mod W`` streams (``g < N mod W``) get ``ceil(N / W)`` sequences and the others
+``floor(N / W)``: every sequence is delivered exactly once per epoch, and stream lengths differ
+by at most one (``stream_length`` gives each without reading anything). A DDP trainer whose
+ranks must run the same number of steps (or its collectives hang) handles the tail itself:
+compute each rank's number of full batches from ``stream_length`` (with a PyTorch
+``DataLoader``, each worker batches its own stream) and stop every rank at the minimum, which
+drops the last partial step at the trainer (fewer than one batch per rank per epoch); or choose
+world_size, num_workers and the batch size so that ``W * batch`` divides N.
+
+**Resume.** A loader counts the sequences its stream has handed out in the current epoch
+(``position``). ``state_dict`` saves that position with the epoch, the seed, the (rank,
+world_size, worker_id, num_workers) the loader was made for and the split's identity (tokenizer
+sha256, config hash, sequence count, seq_len, dtype, shard table); ``load_state_dict`` refuses a
+state made for another stream layout, seed or split, and otherwise continues exactly where the
+saved loader stopped. When an epoch ends, iteration stops; ``set_epoch(e + 1)`` starts the next.
+
+**Reading.** Every shard is memory-mapped once when the loader is built (``open_shard``, which
+also refuses a truncated ``.bin``), and each sequence is a read-only view of its row: no copy.
+
+``verify`` simulates a whole job (every stream, each saved and restored mid-epoch into a new
+loader) and counts how often every token position was delivered. ``torch_dataset`` wraps the
+loader as a PyTorch ``IterableDataset``; torch is imported only when it is called.
+
+What this module does not do: shuffle within a sequence, mix splits, or pack documents (the
+shards are already packed). The permutation costs 8 bytes per sequence per stream for one epoch
+(1 GB for 125M sequences); beyond that, a block-wise shuffle would be needed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from lab.errors import ConfigError, LabError
+from lab.io.shards import Shard, SplitManifest, open_shard, read_manifest
+
+STATE_VERSION = 1
+LAYOUT_KEYS = ("rank", "world_size", "worker_id", "num_workers", "seed")
+
+
+@dataclass(slots=True)
+class Sample:
+    """One delivered sequence: ``tokens`` [seq_len] (a read-only view of the shard), its
+    ``cu_seqlens`` (document boundaries, ``lab.io.shards``), its global ``index``, the ``epoch``
+    and its ``position`` in this stream (0-based: after it, the stream has yielded position + 1)."""
+
+    tokens: np.ndarray
+    cu_seqlens: np.ndarray
+    index: int
+    epoch: int
+    position: int
+
+
+def stream_length(sequences: int, stream: int, streams: int) -> int:
+    """Sequences stream ``stream`` of ``streams`` gets from an epoch of ``sequences``.
+
+    >>> [stream_length(37, g, 8) for g in range(8)]
+    [5, 5, 5, 5, 5, 4, 4, 4]
+    """
+    return sequences // streams + (stream < sequences % streams)
+
+
+def stream_order(sequences: int, *, seed: int, epoch: int, stream: int, streams: int) -> np.ndarray:
+    """Global sequence indices of one stream for one epoch, in delivery order.
+
+    >>> a = stream_order(10, seed=0, epoch=0, stream=0, streams=2)
+    >>> b = stream_order(10, seed=0, epoch=0, stream=1, streams=2)
+    >>> sorted(np.concatenate([a, b]).tolist()) == list(range(10))
+    True
+    """
+    return np.random.default_rng((seed, epoch)).permutation(sequences)[stream::streams].copy()
+
+
+def split_identity(manifest: SplitManifest) -> dict[str, Any]:
+    """What a saved state must match: the tokenizer, the run config and the exact shard table."""
+    table = json.dumps([(s.name, s.sequences, s.real_tokens) for s in manifest.shards]).encode()
+    return {"tokenizer_sha256": manifest.tokenizer_sha256, "config_hash": manifest.config_hash,
+            "sequences": manifest.sequences, "seq_len": manifest.seq_len, "dtype": manifest.dtype,
+            "shards_sha256": hashlib.sha256(table).hexdigest()}
+
+
+def _check_count(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ConfigError(f"{name}={value!r}: must be an int >= 1")
+    return int(value)
+
+
+def _check_index(name: str, value: Any, bound_name: str, bound: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < bound:
+        raise ConfigError(f"{name}={value!r} is out of range for {bound_name}={bound}: "
+                          f"allowed 0 <= {name} < {bound}")
+    return int(value)
+
+
+def _check_nonneg(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ConfigError(f"{name}={value!r}: must be an int >= 0")
+    return int(value)
+
+
+class TokenLoader:
+    """Iterate one stream of one split for one epoch; see the module docstring for the order,
+    the tail policy and resuming.
+
+    >>> loader = TokenLoader("runs/x/tokens/train", rank=0, world_size=2, seed=0)  # doctest: +SKIP
+    >>> for s in loader:  # doctest: +SKIP
+    ...     s.tokens, s.cu_seqlens, s.index, s.epoch
+    """
+
+    def __init__(self, split_dir: str | Path, *, rank: int = 0, world_size: int = 1, worker_id: int = 0,
+                 num_workers: int = 1, seed: int = 0, epoch: int = 0) -> None:
+        self.world_size = _check_count("world_size", world_size)
+        self.num_workers = _check_count("num_workers", num_workers)
+        self.rank = _check_index("rank", rank, "world_size", self.world_size)
+        self.worker_id = _check_index("worker_id", worker_id, "num_workers", self.num_workers)
+        self.seed = _check_nonneg("seed", seed)
+        self.split_dir = Path(split_dir)
+        self.manifest = read_manifest(self.split_dir)
+        self.identity = split_identity(self.manifest)
+        self.streams = self.world_size * self.num_workers
+        self.stream = self.rank * self.num_workers + self.worker_id
+        counts = np.array([s.sequences for s in self.manifest.shards], dtype=np.int64)
+        self._starts = np.concatenate([[0], np.cumsum(counts)])  # shard k holds [starts[k], starts[k + 1])
+        self._shards: list[Shard | None] = [self._open(info) for info in self.manifest.shards]
+        self.epoch = 0
+        self.position = 0  # sequences this stream has yielded in the current epoch
+        self._plan: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._digest: str | None = None
+        self.set_epoch(epoch)
+
+    def _open(self, info) -> Shard | None:
+        if info.sequences == 0:
+            return None  # nothing to read (and an empty file cannot be memory-mapped)
+        shard = open_shard(self.split_dir, info, self.manifest)
+        if shard.offsets.size != info.sequences + 1:
+            raise LabError(f"{self.split_dir / info.name}.offsets.npy has {shard.offsets.size} entries, the manifest "
+                           f"says {info.sequences} sequences (+1): the shard is damaged or from another run")
+        # a plain ndarray view of the memmap: row slicing skips np.memmap's per-slice bookkeeping
+        return Shard(shard.tokens.view(np.ndarray), shard.bounds, shard.offsets)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Start ``epoch`` from its beginning (position 0)."""
+        self.epoch = _check_nonneg("epoch", epoch)
+        self.position = 0
+        self._plan = None
+        self._digest = None
+
+    def _stream_plan(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(global index, shard, row) of every sequence of this stream this epoch, in order."""
+        if self._plan is None:
+            index = stream_order(self.manifest.sequences, seed=self.seed, epoch=self.epoch, stream=self.stream,
+                                 streams=self.streams)
+            shard = np.searchsorted(self._starts, index, side="right") - 1
+            self._plan = (index, shard, index - self._starts[shard])
+        return self._plan
+
+    def __len__(self) -> int:
+        """Sequences of this stream in one epoch (not the remaining ones)."""
+        return stream_length(self.manifest.sequences, self.stream, self.streams)
+
+    def __iter__(self) -> Iterator[Sample]:
+        """Yield this stream's sequences from the current position to the end of the epoch."""
+        index, shard, row = self._stream_plan()
+        shards, epoch = self._shards, self.epoch
+        while self.position < index.size:
+            p = self.position
+            self.position = p + 1  # counted when handed out: a state saved after it resumes at the next one
+            s, r = shards[shard[p]], row[p]
+            yield Sample(s.tokens[r], s.bounds[s.offsets[r]:s.offsets[r + 1]], int(index[p]), epoch, p)
+
+    def seek(self, position: int) -> None:
+        """Set how many sequences of this epoch's stream count as already yielded (0 .. len)."""
+        if isinstance(position, bool) or not isinstance(position, (int, np.integer)) or not 0 <= position <= len(self):
+            raise ConfigError(f"position={position!r} is out of range for this stream: allowed 0 <= position <= "
+                              f"{len(self)} (stream {self.stream} of {self.streams}, epoch {self.epoch})")
+        self.position = int(position)
+
+    def _order_digest(self) -> str:
+        if self._digest is None:
+            index = self._stream_plan()[0]
+            self._digest = hashlib.blake2b(index.astype("<i8").tobytes(), digest_size=16).hexdigest()
+        return self._digest
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-serialisable resume point: position, epoch, seed, stream layout, split identity."""
+        return {"version": STATE_VERSION, "position": self.position, "epoch": self.epoch, "seed": self.seed,
+                "rank": self.rank, "world_size": self.world_size, "worker_id": self.worker_id,
+                "num_workers": self.num_workers, "split": dict(self.identity), "order_digest": self._order_digest()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue from ``state`` (``state_dict`` of a loader for the same stream, seed and split)."""
+        if not isinstance(state, dict) or state.get("version") != STATE_VERSION:
+            got = state.get("version") if isinstance(state, dict) else type(state).__name__
+            raise ConfigError(f"not a TokenLoader state of version {STATE_VERSION} (got {got!r}); "
+                              "pass what TokenLoader.state_dict() returned")
+        wrong = [f"{k}={state.get(k)!r} (this loader: {getattr(self, k)!r})" for k in LAYOUT_KEYS
+                 if state.get(k) != getattr(self, k)]
+        if wrong:
+            raise ConfigError(f"state was saved for another stream layout or seed: {', '.join(wrong)}; build the "
+                              "loader with the saved rank, world_size, worker_id, num_workers and seed to resume, "
+                              "or start the epoch fresh")
+        saved = state.get("split") or {}
+        wrong = [f"{k}: {saved.get(k)!r} != {v!r}" for k, v in self.identity.items() if saved.get(k) != v]
+        if wrong:
+            raise ConfigError(f"state was saved for another split than {self.split_dir} (saved != this): "
+                              f"{'; '.join(wrong)}")
+        self.set_epoch(state["epoch"])
+        if state.get("order_digest") != self._order_digest():
+            raise LabError(f"epoch {self.epoch}'s order differs from the one the state was saved with (this NumPy "
+                           f"{np.__version__} permutes differently?): resuming would repeat and skip sequences; "
+                           "resume with the NumPy that saved the state, or start the epoch fresh")
+        self.seek(state["position"])
+
+
+def _reference_row(split_dir: Path, manifest: SplitManifest, starts: np.ndarray, index: int) -> np.ndarray:
+    """Sequence ``index`` read straight from its .bin file by byte offset, without ``open_shard``."""
+    k = int(np.searchsorted(starts, index, side="right") - 1)
+    dtype = np.dtype(manifest.dtype).newbyteorder("<")
+    offset = (index - int(starts[k])) * manifest.seq_len * dtype.itemsize
+    return np.fromfile(split_dir / f"{manifest.shards[k].name}.bin", dtype=dtype, count=manifest.seq_len,
+                       offset=offset)
+
+
+def verify(split_dir: str | Path, *, world_size: int, num_workers: int, seed: int = 0, epoch: int = 0,
+           save_at: float = 0.5) -> dict[str, Any]:
+    """Simulate one epoch of every (rank, worker) stream, each saved after ``save_at`` of its
+    sequences and restored into a new loader (through JSON), and count deliveries.
+
+    Returns token counts (``tokens`` in the split, ``delivered``, ``duplicates`` = deliveries
+    beyond the first, ``missing`` = positions never delivered), ``mismatched`` (delivered tokens
+    whose value differs from the .bin file read by byte offset, plus sequences with wrong
+    ``cu_seqlens``), per-stream lengths, and ``ok``."""
+    if not 0.0 <= save_at <= 1.0:
+        raise ConfigError(f"save_at={save_at!r}: must be a fraction in [0, 1] of each stream's sequences")
+    world_size, num_workers = _check_count("world_size", world_size), _check_count("num_workers", num_workers)
+    split_dir = Path(split_dir)
+    m = read_manifest(split_dir)
+    n, seq_len = m.sequences, m.seq_len
+    starts = np.concatenate([[0], np.cumsum([s.sequences for s in m.shards], dtype=np.int64)])
+    reference_cu = {}  # shard -> (bounds, offsets), loaded straight from the .npy files
+    delivered: list[np.ndarray] = []
+    lengths, mismatched, wrong_cu, wrong_epoch = [], 0, 0, 0
+
+    def consume(samples) -> list[int]:
+        nonlocal mismatched, wrong_cu, wrong_epoch
+        out = []
+        for s in samples:
+            ref = _reference_row(split_dir, m, starts, s.index)
+            mismatched += int(np.count_nonzero(s.tokens != ref)) if s.tokens.shape == ref.shape else seq_len
+            k = int(np.searchsorted(starts, s.index, side="right") - 1)
+            if k not in reference_cu:
+                name = m.shards[k].name
+                reference_cu[k] = (np.load(split_dir / f"{name}.bounds.npy"), np.load(split_dir / f"{name}.offsets.npy"))
+            bounds, offsets = reference_cu[k]
+            r = s.index - int(starts[k])
+            wrong_cu += not np.array_equal(s.cu_seqlens, bounds[offsets[r]:offsets[r + 1]])
+            wrong_epoch += s.epoch != epoch
+            out.append(s.index)
+        return out
+
+    for rank in range(world_size):
+        for worker_id in range(num_workers):
+            kw = {"rank": rank, "world_size": world_size, "worker_id": worker_id, "num_workers": num_workers,
+                  "seed": seed, "epoch": epoch}
+            first = TokenLoader(split_dir, **kw)
+            stop = int(save_at * len(first))
+            got = consume(itertools.islice(iter(first), stop))
+            state = json.loads(json.dumps(first.state_dict()))  # what a checkpoint file would hold
+            del first
+            second = TokenLoader(split_dir, **kw)
+            second.load_state_dict(state)
+            got += consume(second)
+            lengths.append(len(got))
+            delivered.append(np.asarray(got, dtype=np.int64))
+    counts = np.bincount(np.concatenate(delivered), minlength=n) if n else np.zeros(0, dtype=np.int64)
+    report = {"tokens": n * seq_len, "delivered": int(counts.sum()) * seq_len,
+              "duplicates": int(np.maximum(counts - 1, 0).sum()) * seq_len,
+              "missing": int(np.count_nonzero(counts == 0)) * seq_len, "streams": world_size * num_workers,
+              "sequences": n, "seq_len": seq_len, "mismatched": mismatched + wrong_cu * seq_len,
+              "wrong_epoch": wrong_epoch, "stream_lengths": {"min": min(lengths), "max": max(lengths)},
+              "save_at": save_at, "seed": seed, "epoch": epoch}
+    report["ok"] = (report["duplicates"] == report["missing"] == report["mismatched"] == wrong_epoch == 0
+                    and report["delivered"] == report["tokens"])
+    return report
+
+
+# --- PyTorch ---------------------------------------------------------------------------------------
+
+_TORCH_DATASET = None
+
+
+def _torch_dataset_class():
+    """Build ``TorchTokenDataset`` on first use, so torch is imported only by those who need it."""
+    global _TORCH_DATASET
+    if _TORCH_DATASET is None:
+        try:
+            import torch
+            from torch.utils.data import IterableDataset, get_worker_info
+        except ImportError as e:
+            raise LabError("lab.loader.torch_dataset needs PyTorch, which is not installed: pip install torch") from e
+
+        class TorchTokenDataset(IterableDataset):
+            """Each DataLoader worker reads its own stream (worker_id/num_workers from
+            ``get_worker_info``); yields dicts of int64 ``tokens`` [seq_len], int32 ``cu_seqlens``,
+            and ints ``index``, ``epoch``, ``position``, ``worker_id``."""
+
+            def __init__(self, split_dir, *, states=None, epoch=0, **kw):
+                super().__init__()
+                self.split_dir, self.states, self.epoch, self.kw = str(split_dir), states, epoch, kw
+
+            def set_epoch(self, epoch: int) -> None:
+                self.epoch, self.states = epoch, None
+
+            def __iter__(self):
+                info = get_worker_info()
+                worker_id, num_workers = (0, 1) if info is None else (info.id, info.num_workers)
+                loader = TokenLoader(self.split_dir, worker_id=worker_id, num_workers=num_workers, epoch=self.epoch,
+                                     **self.kw)
+                if self.states is not None:
+                    if len(self.states) != num_workers:
+                        raise ConfigError(f"{len(self.states)} saved worker states for {num_workers} DataLoader "
+                                          "workers: resume with the num_workers the states were saved with")
+                    loader.load_state_dict(self.states[worker_id])
+                for s in loader:
+                    # int64 copies: torch's uint16 support is thin, and embeddings take int64
+                    yield {"tokens": torch.from_numpy(s.tokens.astype(np.int64)),
+                           "cu_seqlens": torch.from_numpy(s.cu_seqlens.astype(np.int32)),
+                           "index": s.index, "epoch": s.epoch, "position": s.position, "worker_id": worker_id}
+
+        TorchTokenDataset.__module__ = __name__
+        TorchTokenDataset.__qualname__ = "TorchTokenDataset"
+        _TORCH_DATASET = TorchTokenDataset
+    return _TORCH_DATASET
+
+
+def __getattr__(name: str):
+    # lets pickle find lab.loader.TorchTokenDataset in spawned DataLoader workers
+    if name == "TorchTokenDataset":
+        return _torch_dataset_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def torch_dataset(split_dir: str | Path, **kw):
+    """A PyTorch ``IterableDataset`` over ``split_dir``; ``kw``: rank, world_size, seed, epoch, and
+    ``states`` (one ``TokenLoader.state_dict()`` per DataLoader worker, to resume).
+
+    A DataLoader prefetches, so worker-side positions run ahead of what the trainer consumed.
+    To resume exactly, the trainer keeps ``consumed[w] = sample["position"] + 1`` of the last
+    sample it used from each worker ``w`` and, at a checkpoint, builds each worker's state with
+    ``TokenLoader(split_dir, ..., worker_id=w, num_workers=k)``, ``seek(consumed[w])``,
+    ``state_dict()``.
+    """
+    for k in ("worker_id", "num_workers"):
+        if k in kw:
+            raise ConfigError(f"torch_dataset({k}=...): the DataLoader sets {k} in each worker; pass "
+                              "DataLoader(num_workers=...) instead")
+    return _torch_dataset_class()(split_dir, **kw)

@@ -1,0 +1,148 @@
+"""tokenize: one byte-level BPE per run, fitted once on a stratified sample, frozen, applied everywhere.
+
+- **Fit** (``fit``): HuggingFace ``tokenizers`` BPE over bytes (ByteLevel pre-tokenizer and
+  decoder, so every string round-trips), ``vocab_size`` including the special tokens ``EOD``
+  (id 0, ends every document in packed sequences) and ``PAD`` (id 1, fills unused slots). The
+  training text is a *stratified* sample of the documents the run keeps: ``lab.query``
+  computes each (language, source) stratum's share of the kept bytes over the whole run and takes
+  that share of ``sample_bytes`` from it, by a seeded hash order of ``doc_id`` — never per
+  partition, so the sample does not depend on how the input was split. Training is
+  deterministic (same sample, same ``tokenizer.json``, whatever the thread count).
+- **Freeze**: ``tokenizer/tokenizer.json`` and its sha256 (``tokenizer/tokenizer.sha256``, and
+  the run manifest). ``load`` refuses a file whose hash is not the expected one, so tokens
+  counted, packed and loaded later all come from the same vocabulary.
+- **Apply** (``tokenize_partition``, one Dask task per partition): the partition's stored text
+  (``docs/``) encoded in batches with one tokenizer per worker process (loaded once, cached by
+  hash); per document ``n_tokens``, whitespace ``words`` and ``continued_words`` (words cut into
+  more than one token) go to ``tokenized/part-KEY.parquet`` with the token ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lab.config import TokenizerConfig
+from lab.errors import LabError
+from lab.io.run import RunLayout
+from lab.io.writers import atomic, write_json, write_parquet
+
+EOD = "<|endoftext|>"
+PAD = "<|pad|>"
+BATCH = 256  # documents per encode_batch call
+TOKENIZED_SCHEMA = pa.schema([("doc_id", pa.int64()), ("n_tokens", pa.int32()), ("words", pa.int32()),
+                              ("continued_words", pa.int32()), ("ids", pa.list_(pa.uint32()))])
+
+
+def fit(texts: Iterable[str], cfg: TokenizerConfig):
+    """A byte-level BPE trained on ``texts`` (EOD = id 0, PAD = id 1)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=cfg.vocab_size, min_frequency=cfg.min_frequency,
+                                  special_tokens=[EOD, PAD], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(texts, trainer=trainer)
+    return tok
+
+
+def sha256_of(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def save(tok, layout: RunLayout, fit_info: dict) -> str:
+    """Write ``tokenizer/tokenizer.json``, its sha256 and how it was fitted; returns the sha256."""
+    layout.tokenizer_dir.mkdir(parents=True, exist_ok=True)
+    data = tok.to_str().encode()
+    with atomic(layout.tokenizer_json) as tmp:
+        tmp.write_bytes(data)
+    sha = hashlib.sha256(data).hexdigest()
+    with atomic(layout.tokenizer_sha) as tmp:
+        tmp.write_text(sha + "\n")
+    write_json({**fit_info, "sha256": sha}, layout.tokenizer_fit)
+    return sha
+
+
+_cache: dict[tuple[str, str], object] = {}
+_cache_lock = threading.Lock()
+
+
+def load(layout: RunLayout, expected_sha256: str):
+    """The run's frozen tokenizer, refused unless its file hashes to ``expected_sha256``; one per process."""
+    from tokenizers import Tokenizer
+
+    path = layout.tokenizer_json
+    key = (str(path), expected_sha256)
+    with _cache_lock:
+        if key in _cache:
+            return _cache[key]
+        if not path.exists():
+            raise LabError(f"{path} does not exist: the run has no tokenizer yet (tokenizer.enabled: true fits one)")
+        data = path.read_bytes()
+        sha = hashlib.sha256(data).hexdigest()
+        if sha != expected_sha256:
+            raise LabError(f"{path} has sha256 {sha[:16]}…, the run was made with {expected_sha256[:16]}…: the "
+                           "tokenizer changed after its tokens were counted; rerun `corpus-lab run` (which refits "
+                           "and recounts) or restore the original tokenizer.json")
+        tok = Tokenizer.from_str(data.decode())
+        for name, want in ((EOD, 0), (PAD, 1)):
+            if tok.token_to_id(name) != want:
+                raise LabError(f"{path}: special token {name} must have id {want}, has {tok.token_to_id(name)}")
+        _cache[key] = tok
+        return tok
+
+
+def count_words(text: str) -> int:
+    return len(text.split())
+
+
+def encode(tok, texts: list[str]) -> tuple[list[np.ndarray], np.ndarray]:
+    """Token ids of each text (uint32) and, per text, its whitespace words cut into more than one token."""
+    ids, continued = [], np.zeros(len(texts), dtype=np.int32)
+    for i in range(0, len(texts), BATCH):
+        for k, enc in enumerate(tok.encode_batch(texts[i:i + BATCH], add_special_tokens=False)):
+            ids.append(np.asarray(enc.ids, dtype=np.uint32))
+            continued[i + k] = _continued_words(texts[i + k], enc.offsets)
+    return ids, continued
+
+
+def _continued_words(text: str, offsets: list[tuple[int, int]]) -> int:
+    """Whitespace-separated words that more than one token ends in (a token's last character
+    names its word; ByteLevel tokens never cross a space)."""
+    if not offsets or not text:
+        return 0
+    chars = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    space = np.isin(chars, _SPACES)
+    first = ~space & np.concatenate(([True], space[:-1]))  # first character of each word
+    word = np.where(space, 0, np.cumsum(first))  # per character: its word (1-based), 0 for whitespace
+    ends = np.fromiter((e for _, e in offsets), dtype=np.int64, count=len(offsets)) - 1
+    w = word[ends[(ends >= 0) & (ends < chars.size)]]
+    return int((np.bincount(w[w > 0]) >= 2).sum())
+
+
+_SPACES = np.frombuffer(" \t\n\r\x0b\x0c".encode("utf-32-le"), dtype=np.uint32)
+
+
+def tokenize_partition(run_dir: str | Path, key: str, sha256: str) -> dict:
+    """Encode one partition's stored text with the frozen tokenizer; writes ``tokenized/part-KEY.parquet``."""
+    layout = RunLayout(Path(run_dir))
+    tok = load(layout, sha256)
+    docs = pq.read_table(layout.part("docs", key), columns=["doc_id", "text"])
+    texts = docs.column("text").to_pylist()
+    ids, continued = encode(tok, texts)
+    table = pa.table({"doc_id": docs.column("doc_id"), "n_tokens": np.array([a.size for a in ids], dtype=np.int32),
+                      "words": np.array([count_words(t) for t in texts], dtype=np.int32),
+                      "continued_words": continued,
+                      "ids": pa.array(ids, type=pa.list_(pa.uint32()))}, schema=TOKENIZED_SCHEMA)
+    write_parquet(table, layout.tokenized(key))
+    write_json({"key": key, "sha256": sha256, "documents": table.num_rows,
+                "tokens": int(table.column("n_tokens").to_numpy().sum())}, layout.tokenized_done(key))
+    return {"key": key, "documents": table.num_rows}
