@@ -52,9 +52,10 @@ def _resolve(args: argparse.Namespace) -> Config:
 def _print_funnel(df) -> None:
     import polars as pl
 
-    with pl.Config(tbl_rows=50, tbl_cols=20, tbl_width_chars=160, float_precision=3, tbl_hide_dataframe_shape=True):
-        print(df.select("stage", "docs_in", "docs_dropped", "docs_out", "bytes_in", "bytes_dropped", "bytes_out",
-                        "docs_retention"))
+    cols = ["stage", "docs_in", "docs_dropped", "docs_out", "bytes_dropped", "bytes_out"]
+    cols += ["tokens_dropped", "tokens_out"] if "tokens_out" in df.columns else []
+    with pl.Config(tbl_rows=50, tbl_cols=20, tbl_width_chars=180, float_precision=3, tbl_hide_dataframe_shape=True):
+        print(df.select(*cols, "docs_retention"))
 
 
 def cmd_run(args: argparse.Namespace) -> int:

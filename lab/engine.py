@@ -252,8 +252,9 @@ def _run_tokenize(client, cfg: Config, layout: RunLayout, parts: list[Partition]
         started = time.time()
         texts, strata = query.tokenizer_sample(query.open_run(layout.root, refresh=True), cfg)
         if not texts:
-            raise ConfigError("the tokenizer's sample is empty: the config keeps no documents; loosen the thresholds "
-                              "or set tokenizer.enabled: false")
+            print("corpus-lab: warning: no tokenizer fitted: the config keeps no documents (loosen the thresholds "
+                  "to fit one, or set tokenizer.enabled: false)", file=sys.stderr)
+            return
         tok = tokenize.fit(texts, cfg.tokenizer)
         sha = tokenize.save(tok, layout, {"state": state, "vocab_size": tok.get_vocab_size(),
                                           "sample": {"docs": len(texts), "bytes": int(strata["bytes"].sum()),

@@ -106,6 +106,9 @@ def open_run(run: str | Path | Run, *, in_memory: bool = False, refresh: bool = 
             return _runs[key]
         con = duckdb.connect()
         sig = f"read_parquet({_q(layout.glob('signals'))})"
+        if any(layout.tokenized_dir.glob("part-*.parquet")):  # token counts: the funnel counts tokens too
+            tok = f"read_parquet({_q(str(layout.tokenized_dir / 'part-*.parquet'))})"
+            sig = f"(SELECT s.*, t.n_tokens FROM {sig} s LEFT JOIN (SELECT doc_id, n_tokens FROM {tok}) t USING (doc_id))"
         nullable, ranges = None, None
         if in_memory:
             # group sizes let the dedup window skip singleton groups; NULL-free columns need no NULL guard
@@ -324,7 +327,7 @@ def near_drops(run: str | Path | Run, rules: list[Rule]) -> pa.Table:
     without it: NULL or a later rule), ``bytes, source, lang``. Empty without a near_dedup rule."""
     r = open_run(run)
     schema = pa.schema([("doc_id", pa.int64()), ("code", pa.int32()), ("bytes", pa.int64()),
-                        ("source", pa.string()), ("lang", pa.string())])
+                        ("source", pa.string()), ("lang", pa.string()), ("n_tokens", pa.int64())])
     k = _near_index(rules)
     if k is None:
         return schema.empty_table()
@@ -343,17 +346,20 @@ def near_drops(run: str | Path | Run, rules: list[Rule]) -> pa.Table:
         with r.lock:
             r.near_memo[key] = out
         return out
-    sql = codes_sql(rules, extra=["content_hash", "nd_shingles", "source", "lang", rank], run=r,
+    ntok = "n_tokens" if "n_tokens" in r.columns else "NULL::BIGINT AS n_tokens"
+    sql = codes_sql(rules, extra=["content_hash", "nd_shingles", "source", "lang", rank]
+                    + (["n_tokens"] if "n_tokens" in r.columns else []), run=r,
                     source="nd_docs" if exact_first else "nd_docs_all")
-    alive = _arrow(r.cursor().sql(f"SELECT doc_id, content_hash, bytes, bytes::DOUBLE AS fbytes, {_ident(rank)}::DOUBLE AS rank, code, source, "
-                                  f"lang FROM ({sql}) WHERE (code IS NULL OR code > {k}) AND nd_shingles > 0"))
+    alive = _arrow(r.cursor().sql(f"SELECT doc_id, content_hash, bytes, bytes::DOUBLE AS fbytes, {_ident(rank)}::DOUBLE "
+                                  f"AS rank, code, source, lang, {ntok} FROM ({sql}) "
+                                  f"WHERE (code IS NULL OR code > {k}) AND nd_shingles > 0"))
     doc_ids = alive.column("doc_id").to_numpy()
     u, v, j = _edges(r)
     ranks = dedup.rank_of(keep, alive.column("fbytes").fill_null(float("nan")).to_numpy(),
                           alive.column("rank").fill_null(float("nan")).to_numpy())
     dropped = dedup.keep_one_per_cluster(doc_ids, alive.column("content_hash").to_numpy(), ranks, u, v, j, threshold)
     pos = np.searchsorted(doc_ids, dropped, sorter=np.argsort(doc_ids))
-    out = alive.take(pa.array(np.argsort(doc_ids)[pos])).select(["doc_id", "code", "bytes", "source", "lang"]).cast(schema)
+    out = alive.take(pa.array(np.argsort(doc_ids)[pos])).select(schema.names).cast(schema)
     with r.lock:
         r.near_memo[key] = out
         while len(r.near_memo) > MEMO_FUNNELS:
@@ -381,13 +387,12 @@ def _apply_near(r: Run, rules: list[Rule], by: str | None, counts: dict) -> dict
         return counts
     out = {key: list(v) for key, v in counts.items()}
     grp = drops.column(by).to_pylist() if by else [None] * drops.num_rows
-    for g, code, nbytes in zip(grp, drops.column("code").to_pylist(), drops.column("bytes").to_pylist()):
-        old = out[(g, code)]
-        old[0] -= 1
-        old[1] -= nbytes
-        new = out.setdefault((g, k), [0, 0])
-        new[0] += 1
-        new[1] += nbytes
+    for g, code, nbytes, ntok in zip(grp, drops.column("code").to_pylist(), drops.column("bytes").to_pylist(),
+                                     drops.column("n_tokens").to_pylist()):
+        old, new = out[(g, code)], out.setdefault((g, k), [0, 0, 0])
+        for i, x in enumerate((1, nbytes or 0, ntok or 0)):
+            old[i] -= x
+            new[i] += x
     return {key: v for key, v in out.items() if v[0]}
 
 
@@ -413,7 +418,8 @@ def funnel(run: str | Path | Run, config: Config, *, by: str | None = None, refr
 
     Each document is counted at the first stage that rejects it; ``ingest`` counts records that
     could not be read (``rejects/``). With ``by`` ("lang" or "source") there is one funnel per value.
-    Conservation: ``docs_in`` of ingest = kept + every ``docs_dropped``; bytes likewise.
+    Conservation: ``docs_in`` of ingest = kept + every ``docs_dropped``; bytes and tokens likewise. Token
+    columns (``tokens_in`` ...) appear once the run has token counts (``tokenized/``).
     """
     if by is not None and by not in GROUP_BY:
         raise ConfigError(f"funnel by={by!r} is not allowed: must be one of {', '.join(GROUP_BY)} or None")
@@ -422,43 +428,51 @@ def funnel(run: str | Path | Run, config: Config, *, by: str | None = None, refr
     cur = r.cursor()
     stage_of = [x.stage for x in rules]
     counts = _apply_near(r, rules, by, code_counts(r, _without_near(rules), by))
-    dropped = [(grp, "" if code is None else stage_of[code], d, b) for (grp, code), (d, b) in counts.items()]
     rej_key = "source" if by == "source" else "NULL::VARCHAR"
     rejected = cur.execute(f"SELECT {rej_key} AS grp, count(*), coalesce(sum(raw_bytes), 0) FROM rejects GROUP BY ALL").fetchall()
 
     table: dict[Any, dict[str, list[int]]] = {}
-    for grp, stage, docs, nbytes in dropped:
-        table.setdefault(grp, {}).setdefault(stage, [0, 0])
-        table[grp][stage][0] += docs
-        table[grp][stage][1] += int(nbytes)
-    for grp, docs, nbytes in rejected:
-        table.setdefault(grp, {}).setdefault(INGEST, [0, 0])
-        table[grp][INGEST][0] += docs
-        table[grp][INGEST][1] += int(nbytes)
+    for (grp, code), v in counts.items():
+        acc = table.setdefault(grp, {}).setdefault("" if code is None else stage_of[code], [0, 0, 0])
+        for i in range(3):
+            acc[i] += v[i]
+    for grp, docs, nbytes in rejected:  # unreadable records have no tokens
+        acc = table.setdefault(grp, {}).setdefault(INGEST, [0, 0, 0])
+        acc[0] += docs
+        acc[1] += int(nbytes)
 
     rows = []
     for grp in sorted(table, key=lambda g: (g is None, str(g))):
         counts = table[grp]
-        docs_in = sum(v[0] for v in counts.values())
-        bytes_in = sum(v[1] for v in counts.values())
+        n_in = [sum(v[i] for v in counts.values()) for i in range(3)]
         for stage in FUNNEL_STAGES:
-            d, b = counts.get(stage, (0, 0))
-            rows.append({"group": grp, "stage": stage, "docs_in": docs_in, "docs_dropped": d, "docs_out": docs_in - d,
-                         "bytes_in": bytes_in, "bytes_dropped": b, "bytes_out": bytes_in - b,
-                         "docs_retention": (docs_in - d) / docs_in if docs_in else 1.0,
-                         "bytes_retention": (bytes_in - b) / bytes_in if bytes_in else 1.0})
-            docs_in, bytes_in = docs_in - d, bytes_in - b
-    df = pl.DataFrame(rows, schema={"group": pl.Utf8, "stage": pl.Utf8, "docs_in": pl.Int64, "docs_dropped": pl.Int64,
-                                    "docs_out": pl.Int64, "bytes_in": pl.Int64, "bytes_dropped": pl.Int64,
-                                    "bytes_out": pl.Int64, "docs_retention": pl.Float64, "bytes_retention": pl.Float64})
+            drop = counts.get(stage, (0, 0, 0))
+            row = {"group": grp, "stage": stage}
+            for i, unit in enumerate(("docs", "bytes", "tokens")):
+                row.update({f"{unit}_in": n_in[i], f"{unit}_dropped": drop[i], f"{unit}_out": n_in[i] - drop[i]})
+            for unit in ("docs", "bytes", "tokens"):
+                row[f"{unit}_retention"] = row[f"{unit}_out"] / row[f"{unit}_in"] if row[f"{unit}_in"] else 1.0
+            rows.append(row)
+            n_in = [n_in[i] - drop[i] for i in range(3)]
+    schema = {"group": pl.Utf8, "stage": pl.Utf8}
+    for unit in ("docs", "bytes", "tokens"):
+        schema.update({f"{unit}_in": pl.Int64, f"{unit}_dropped": pl.Int64, f"{unit}_out": pl.Int64})
+    schema.update({f"{unit}_retention": pl.Float64 for unit in ("docs", "bytes", "tokens")})
+    df = pl.DataFrame(rows, schema=schema)
+    if "n_tokens" not in r.columns:  # no token counts yet: no token columns
+        df = df.drop("tokens_in", "tokens_dropped", "tokens_out", "tokens_retention")
     return df.rename({"group": by}) if by else df.drop("group")
 
 
 def _counts(cur, rules: list[Rule], by: str | None, run: Run, source: str = "signals") -> dict:
+    """(group, code) -> [docs, bytes, tokens] (tokens 0 when the run has no token counts)."""
     key = _ident(by) if by else "NULL::VARCHAR"
-    sql = codes_sql(rules, extra=[by] if by else [], run=run, source=source)
-    return {(grp, code): [docs, int(nbytes)] for grp, code, docs, nbytes in cur.execute(
-        f"SELECT {key} AS grp, code, count(*), coalesce(sum(bytes), 0) FROM ({sql}) GROUP BY ALL").fetchall()}
+    tokens = "n_tokens" in run.columns
+    extra = ([by] if by else []) + (["n_tokens"] if tokens else [])
+    sql = codes_sql(rules, extra=extra, run=run, source=source)
+    tok = "coalesce(sum(n_tokens), 0)" if tokens else "0"
+    return {(grp, code): [docs, int(nbytes), int(ntok)] for grp, code, docs, nbytes, ntok in cur.execute(
+        f"SELECT {key} AS grp, code, count(*), coalesce(sum(bytes), 0), {tok} FROM ({sql}) GROUP BY ALL").fetchall()}
 
 
 def _changed(old: Rule, new: Rule) -> str | None:
@@ -502,7 +516,7 @@ def code_counts(r: Run, rules: list[Rule], by: str | None) -> dict:
         if any(c is None for c in conds):
             continue
         moved = " OR ".join(c for c in conds if c != "FALSE") or "FALSE"
-        total = sum(d for d, _ in old_counts.values())
+        total = sum(v[0] for v in old_counts.values())
         if cur.execute(f"SELECT count(*) FROM signals WHERE {moved}").fetchone()[0] > INCREMENTAL_SHARE * total:
             continue
         where = f"({moved})"
@@ -513,10 +527,10 @@ def code_counts(r: Run, rules: list[Rule], by: str | None) -> dict:
         cur.execute(f"CREATE OR REPLACE TEMP TABLE _moved AS SELECT * FROM signals WHERE {where}")
         result = {k: list(v) for k, v in old_counts.items()}
         for sign, rs in ((-1, list(old_rules)), (1, rules)):
-            for k, (d, b) in _counts(cur, rs, by, r, "_moved").items():
-                acc = result.setdefault(k, [0, 0])
-                acc[0] += sign * d
-                acc[1] += sign * b
+            for k, v in _counts(cur, rs, by, r, "_moved").items():
+                acc = result.setdefault(k, [0, 0, 0])
+                for i in range(3):
+                    acc[i] += sign * v[i]
         cur.execute("DROP TABLE _moved")
         result = {k: v for k, v in result.items() if v[0]}
         break
