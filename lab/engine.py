@@ -192,7 +192,8 @@ def run(cfg: Config, *, progress: bool = True, overwrite: bool = False, client: 
     todo = [p for p in parts if not _complete(layout, p, shash, buckets)]
     started = time.time()
     dedup_state = _dedup_state(cfg, layout, parts, buckets)
-    if todo or not _dedup_complete(layout, dedup_state) or not _tokenize_complete(cfg, layout, parts):
+    if (todo or not _dedup_complete(layout, dedup_state) or not _tokenize_complete(cfg, layout, parts)
+            or not _tokens_current(cfg, layout)):
         if client is None:
             with client_for(cfg) as c:
                 _run_all(c, cfg, layout, parts, todo, buckets, progress=progress)
@@ -207,6 +208,25 @@ def _run_all(client, cfg: Config, layout: RunLayout, parts: list[Partition], tod
         _run_tasks(client, cfg, layout, todo, buckets, progress=progress)
     _run_dedup(client, cfg, layout, parts, buckets, progress=progress)
     _run_tokenize(client, cfg, layout, parts, progress=progress)
+    _materialize(cfg, layout)
+
+
+def _tokens_current(cfg: Config, layout: RunLayout) -> bool:
+    """Whether tokens/ holds the shards of this config and the run's tokenizer."""
+    if not cfg.tokenizer.enabled:
+        return True
+    m = layout.tokens / "train" / "manifest.json"
+    if not (m.exists() and layout.tokenizer_fit.exists()):
+        return False
+    d = read_json(m)
+    return d.get("config_hash") == cfg.config_hash() and d.get("tokenizer_sha256") == read_json(layout.tokenizer_fit)["sha256"]
+
+
+def _materialize(cfg: Config, layout: RunLayout) -> None:
+    from lab import materialize
+
+    if cfg.tokenizer.enabled and layout.tokenizer_fit.exists() and not _tokens_current(cfg, layout):
+        materialize.run(cfg, layout)
 
 
 def _tokenizer_state(cfg: Config, layout: RunLayout, parts: list[Partition]) -> dict:
@@ -426,6 +446,8 @@ def finish(cfg: Config, layout: RunLayout, parts: list[Partition], *, reused: in
         "near_dedup": read_json(layout.dedup_done) if layout.dedup_done.exists() else {},
         # the frozen tokenizer: sha256 (later steps refuse another), vocabulary, the sample it was fitted on
         "tokenizer": _tokenizer_summary(layout),
+        # packed token shards per split: documents, sequences, utilization, truncation (tokens/*/manifest.json)
+        "tokens": read_json(layout.packing_stats)["splits"] if layout.packing_stats.exists() else {},
         "last_run": {"partitions_reused": reused, "partitions_run": len(parts) - reused, "seconds": round(seconds, 3)},
     }
     write_json(manifest, layout.manifest)

@@ -117,6 +117,11 @@ class RunLayout:
         return self.tokenized_dir / f"part-{key}.json"
 
     @property
+    def packing_stats(self) -> Path:
+        """Utilization, truncation and splits of every packing strategy x seq_len (the Packing tab)."""
+        return self.stats / "packing.json"
+
+    @property
     def tokens(self) -> Path:
         """Packed token shards: tokens/train/, tokens/val/ (lab.io.shards)."""
         return self.root / "tokens"

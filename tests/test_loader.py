@@ -1,0 +1,212 @@
+"""TokenLoader: exactly-once delivery over every (rank, worker) stream, resume, order, refusals.
+
+The test split holds 37 sequences of 16 tokens in 4 shards of 10, 3, 17 and 7 sequences, and
+every token's value is its global position (sequence index * 16 + column), so a delivered
+token says where it came from. 37 is prime: no W > 1 divides it.
+"""
+
+import importlib.util
+import itertools
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lab.errors import ConfigError, LabError
+from lab.io.shards import SplitManifest, write_manifest, write_shard
+from lab.loader import TokenLoader, stream_length, torch_dataset, verify
+
+SEQ_LEN = 16
+COUNTS = (10, 3, 17, 7)  # 37 sequences
+N = sum(COUNTS)
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cu_of(index: int) -> np.ndarray:
+    """Each sequence's own boundaries, so a wrong row shows in cu_seqlens too."""
+    return np.array([0, index % (SEQ_LEN - 1) + 1, SEQ_LEN], dtype=np.int32)
+
+
+def make_split(directory: Path, counts=COUNTS, dtype=np.uint32, config_hash="cfg-1") -> Path:
+    shards, start = [], 0
+    for k, c in enumerate(counts):
+        tokens = np.arange(start * SEQ_LEN, (start + c) * SEQ_LEN, dtype=np.int64).reshape(c, SEQ_LEN)
+        shards.append(write_shard(directory, k, tokens, [cu_of(start + i) for i in range(c)], np.dtype(dtype)))
+        start += c
+    write_manifest(directory, SplitManifest(split="train", dtype=np.dtype(dtype).name, seq_len=SEQ_LEN, eod_id=0,
+                                            pad_id=0, vocab_size=1 << 20, tokenizer_sha256="ab" * 32,
+                                            config_hash=config_hash, shuffle_seed=0, packing="best_fit",
+                                            shards=shards))
+    return directory
+
+
+@pytest.fixture
+def split(tmp_path) -> Path:
+    return make_split(tmp_path / "train")
+
+
+def stream_kw(world, workers, rank, worker, seed=0, epoch=0):
+    return {"rank": rank, "world_size": world, "worker_id": worker, "num_workers": workers, "seed": seed,
+            "epoch": epoch}
+
+
+@pytest.mark.parametrize("world", [1, 2, 4])
+@pytest.mark.parametrize("workers", [1, 3])
+def test_exactly_once_with_mid_epoch_resume(split, world, workers):
+    report = verify(split, world_size=world, num_workers=workers, seed=3, save_at=0.5)
+    assert report["ok"], report
+    assert report["tokens"] == report["delivered"] == N * SEQ_LEN == 592
+    assert report["duplicates"] == report["missing"] == report["mismatched"] == 0
+    assert report["streams"] == world * workers
+    assert report["stream_lengths"]["max"] - report["stream_lengths"]["min"] <= 1
+
+    # independently: save a third of the way in, restore into a new loader, collect token VALUES
+    values = []
+    for rank, worker in itertools.product(range(world), range(workers)):
+        kw = stream_kw(world, workers, rank, worker, seed=3)
+        first = TokenLoader(split, **kw)
+        for s in itertools.islice(iter(first), len(first) // 3):
+            values.append(s.tokens.copy())
+        second = TokenLoader(split, **kw)
+        second.load_state_dict(json.loads(json.dumps(first.state_dict())))
+        for s in second:
+            assert np.array_equal(s.cu_seqlens, cu_of(s.index))
+            assert s.tokens[0] == s.index * SEQ_LEN
+            values.append(s.tokens.copy())
+    assert np.array_equal(np.sort(np.concatenate(values)), np.arange(N * SEQ_LEN))
+
+
+@pytest.mark.parametrize("save_at", [0.0, 1.0])
+def test_verify_saving_at_the_ends(split, save_at):
+    assert verify(split, world_size=2, num_workers=3, save_at=save_at)["ok"]
+
+
+def test_order_is_the_documented_permutation(split):
+    # hand-checkable contract: stream g takes positions g, g + W, ... of default_rng((seed, epoch))
+    perm = np.random.default_rng((5, 2)).permutation(N)
+    for rank, worker in itertools.product(range(2), range(3)):
+        got = [s.index for s in TokenLoader(split, **stream_kw(2, 3, rank, worker, seed=5, epoch=2))]
+        assert got == perm[rank * 3 + worker::6].tolist()
+
+
+def test_order_per_epoch_and_seed(split):
+    def order(**kw):
+        return [s.index for s in TokenLoader(split, **kw)]
+
+    e0, e1 = order(seed=1, epoch=0), order(seed=1, epoch=1)
+    assert sorted(e0) == sorted(e1) == list(range(N))
+    assert e0 != e1
+    assert order(seed=1, epoch=0) == e0  # same (seed, epoch), same order
+    assert order(seed=2, epoch=0) != e0
+    loader = TokenLoader(split, seed=1)
+    assert [s.index for s in loader] == e0
+    assert list(loader) == []  # the epoch ended: iteration stops
+    loader.set_epoch(1)
+    assert [(s.index, s.epoch) for s in loader] == [(i, 1) for i in e1]
+
+
+def test_stream_lengths_differ_by_at_most_one(split):
+    for world, workers in [(1, 1), (2, 1), (4, 3), (5, 2), (37, 1), (20, 2)]:
+        lengths = [len(list(TokenLoader(split, **stream_kw(world, workers, r, w))))
+                   for r, w in itertools.product(range(world), range(workers))]
+        assert sum(lengths) == N and max(lengths) - min(lengths) <= 1
+        assert lengths == [stream_length(N, g, world * workers) for g in range(world * workers)]
+    # more streams than sequences: the last ones are empty, nothing is repeated
+    assert [len(TokenLoader(split, world_size=40, rank=r)) for r in (36, 37, 39)] == [1, 0, 0]
+
+
+def test_resume_at_epoch_end_and_across_epochs(split):
+    a = TokenLoader(split, world_size=2, rank=1)
+    seen = [s.index for s in a]
+    b = TokenLoader(split, world_size=2, rank=1)
+    b.load_state_dict(a.state_dict())
+    assert list(b) == []  # the saved stream had finished its epoch
+    a.set_epoch(1)
+    next(iter(a))
+    c = TokenLoader(split, world_size=2, rank=1)  # built for epoch 0; the state carries epoch 1
+    c.load_state_dict(a.state_dict())
+    assert c.epoch == 1 and c.position == 1
+    assert [s.index for s in c] == stream_indices(split, 1)[1:] != seen[1:]
+
+
+def stream_indices(split, epoch):
+    return [s.index for s in TokenLoader(split, world_size=2, rank=1, epoch=epoch)]
+
+
+def test_samples_are_read_only_views(split):
+    s = next(iter(TokenLoader(split)))
+    assert s.tokens.dtype == np.uint32 and s.tokens.shape == (SEQ_LEN,)
+    assert not s.tokens.flags.owndata and not s.tokens.flags.writeable
+
+
+def test_uint16_split(tmp_path):
+    split = make_split(tmp_path / "u16", counts=(4, 5), dtype=np.uint16)
+    report = verify(split, world_size=2, num_workers=2)
+    assert report["ok"] and report["tokens"] == 9 * SEQ_LEN
+    assert next(iter(TokenLoader(split))).tokens.dtype == np.uint16
+
+
+def test_restoring_into_another_layout_seed_or_split_is_refused(split, tmp_path):
+    a = TokenLoader(split, world_size=2, rank=0, seed=0)
+    next(iter(a))
+    state = a.state_dict()
+    with pytest.raises(ConfigError, match=r"world_size=2 \(this loader: 4\)"):
+        TokenLoader(split, world_size=4, rank=0).load_state_dict(state)
+    with pytest.raises(ConfigError, match=r"rank=0 \(this loader: 1\)"):
+        TokenLoader(split, world_size=2, rank=1).load_state_dict(state)
+    with pytest.raises(ConfigError, match=r"num_workers=1 \(this loader: 3\)"):
+        TokenLoader(split, world_size=2, num_workers=3).load_state_dict(state)
+    with pytest.raises(ConfigError, match=r"seed=0 \(this loader: 9\)"):
+        TokenLoader(split, world_size=2, seed=9).load_state_dict(state)
+    other = make_split(tmp_path / "other", config_hash="cfg-2")
+    with pytest.raises(ConfigError, match="another split.*config_hash: 'cfg-1' != 'cfg-2'"):
+        TokenLoader(other, world_size=2).load_state_dict(state)
+    fewer = make_split(tmp_path / "fewer", counts=(10, 3, 17))
+    with pytest.raises(ConfigError, match="sequences: 37 != 30"):
+        TokenLoader(fewer, world_size=2).load_state_dict(state)
+    with pytest.raises(LabError, match="order differs"):
+        TokenLoader(split, world_size=2).load_state_dict({**state, "order_digest": "0" * 32})
+    with pytest.raises(ConfigError, match="position=99 is out of range"):
+        TokenLoader(split, world_size=2).load_state_dict({**state, "position": 99})
+    with pytest.raises(ConfigError, match="not a TokenLoader state"):
+        TokenLoader(split).load_state_dict({"position": 3})
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"rank": 2, "world_size": 2}, r"rank=2 is out of range for world_size=2: allowed 0 <= rank < 2"),
+    ({"rank": -1}, r"rank=-1 is out of range for world_size=1"),
+    ({"worker_id": 3, "num_workers": 3}, r"worker_id=3 is out of range for num_workers=3: allowed 0 <= worker_id < 3"),
+    ({"world_size": 0}, r"world_size=0: must be an int >= 1"),
+    ({"num_workers": 1.5}, r"num_workers=1.5: must be an int >= 1"),
+    ({"seed": -1}, r"seed=-1: must be an int >= 0"),
+    ({"epoch": -2}, r"epoch=-2: must be an int >= 0"),
+])
+def test_arguments_are_validated(split, kw, message):
+    with pytest.raises(ConfigError, match=message):
+        TokenLoader(split, **kw)
+
+
+def test_truncated_shard_is_refused(split):
+    path = split / "shard-00002.bin"
+    path.write_bytes(path.read_bytes()[:-4])
+    with pytest.raises(LabError, match="truncated"):
+        TokenLoader(split)
+
+
+def test_missing_manifest_is_refused(tmp_path):
+    with pytest.raises(LabError, match="manifest.json is missing"):
+        TokenLoader(tmp_path)
+
+
+def test_torch_is_not_imported_by_the_module():
+    code = "import sys, lab.loader; assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is not None, reason="torch is installed")
+def test_torch_wrapper_without_torch_says_how_to_install(split):
+    with pytest.raises(LabError, match="pip install torch"):
+        torch_dataset(split)
