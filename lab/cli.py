@@ -118,6 +118,20 @@ def cmd_clusters(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_verify_tokens(args: argparse.Namespace) -> int:
+    from lab import loader
+
+    split_dir = Path(args.run) / "tokens" / args.split
+    res = loader.verify(split_dir, world_size=args.world, num_workers=args.workers, seed=args.seed, epoch=args.epoch,
+                        save_at=args.save_at)
+    print(f"{split_dir}: {res['sequences']} sequences x {res['seq_len']} tokens, world {args.world} x "
+          f"{args.workers} workers = {res['streams']} streams, saved and restored at {args.save_at:.0%} of each")
+    print(f"tokens {res['tokens']}, delivered {res['delivered']}, duplicates {res['duplicates']}, "
+          f"missing {res['missing']}, mismatched {res['mismatched']}")
+    print("OK: every token delivered exactly once" if res["ok"] else "FAILED")
+    return 0 if res["ok"] else 1
+
+
 def cmd_sample(args: argparse.Namespace) -> int:
     from lab.sample import build as build_sample
 
@@ -156,6 +170,16 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--limit", type=int, default=20)
     c.add_argument("--show", type=int, metavar="CLUSTER_ID", help="list the members of one cluster instead")
     c.set_defaults(func=cmd_clusters)
+
+    v = sub.add_parser("verify-tokens", help="prove a split's tokens are delivered exactly once per epoch by the loader")
+    v.add_argument("run", help="run directory, e.g. runs/sample")
+    v.add_argument("--split", default="train", choices=("train", "val"))
+    v.add_argument("--world", type=int, default=2, help="data-parallel ranks (default 2)")
+    v.add_argument("--workers", type=int, default=3, help="loader workers per rank (default 3)")
+    v.add_argument("--seed", type=int, default=0)
+    v.add_argument("--epoch", type=int, default=0)
+    v.add_argument("--save-at", type=float, default=0.5, help="save and restore each stream at this fraction")
+    v.set_defaults(func=cmd_verify_tokens)
 
     s = sub.add_parser("sample", help="build the embedded sample corpus under data/sample/")
     s.add_argument("--force", action="store_true", help="rebuild even if it exists")

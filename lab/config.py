@@ -199,7 +199,8 @@ class Config:
 
     def config_hash(self) -> str:
         d = to_dict(self)
-        d.pop("engine")  # where it runs does not change what it produces
+        for k in ("engine", "name", "output_dir"):  # where it runs and where it is written change nothing it produces
+            d.pop(k)
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -775,3 +775,44 @@ def token_counts(run: str | Path | Run) -> pl.DataFrame:
                           "tokenizer.enabled: true")
     return r.cursor().sql(f"SELECT doc_id, n_tokens, words, continued_words FROM read_parquet({_q(str(files))}) "
                           "ORDER BY doc_id").pl()
+
+
+def fertility(run: str | Path | Run, by: str = "lang", config: Config | None = None) -> pl.DataFrame:
+    """Tokenizer fertility per language or source: documents, words, tokens, tokens per word, bytes
+    and characters per token, and the share of words cut into more than one token (continued words).
+
+    Words are whitespace-separated, so tokens per word and continued words mean little for
+    languages written without spaces (Chinese, Japanese, Thai): read bytes or characters per token
+    there. With ``config``, only the documents it keeps are counted.
+    """
+    if by not in GROUP_BY:
+        raise ConfigError(f"fertility by={by!r} is not allowed: must be one of {', '.join(GROUP_BY)}")
+    r = open_run(run)
+    token_counts(r)  # a clear error when the run has none
+    cur = r.cursor()
+    tok = f"read_parquet({_q(str(r.layout.tokenized_dir / 'part-*.parquet'))})"
+    keep = ""
+    if config is not None:
+        rules = _rules(r, config)
+        cur.register("_kept", _arrow(cur.sql(f"SELECT doc_id FROM ({_with_near(r, cur, rules, codes_sql(rules, run=r))}) "
+                                             "WHERE code IS NULL")))
+        keep = "WHERE t.doc_id IN (SELECT doc_id FROM _kept)"
+    return cur.sql(
+        f"SELECT s.{_ident(by)}, count(*) AS documents, sum(t.words)::BIGINT AS words, sum(t.n_tokens)::BIGINT AS tokens, "
+        f"sum(t.n_tokens) / nullif(sum(t.words), 0) AS tokens_per_word, "
+        f"sum(strlen(d.text)) / nullif(sum(t.n_tokens), 0) AS bytes_per_token, "
+        f"sum(length(d.text)) / nullif(sum(t.n_tokens), 0) AS chars_per_token, "
+        f"sum(t.continued_words) / nullif(sum(t.words), 0) AS continued_words "
+        f"FROM {tok} t JOIN signals s USING (doc_id) JOIN docs d USING (doc_id) {keep} "
+        f"GROUP BY ALL ORDER BY tokens DESC, 1").pl()
+
+
+def packing(run: str | Path | Run) -> pl.DataFrame:
+    """Every packing strategy x seq_len on the run's train split (``stats/packing.json``): sequences,
+    utilization, padding, tokens truncated, documents split, fragments per document."""
+    r = open_run(run)
+    p = r.layout.packing_stats
+    if not p.exists():
+        raise ConfigError(f"{r.layout.root} has no packing table ({p}); run `corpus-lab run` with tokenizer.enabled: true")
+    rows = [{"strategy": k.split("@")[0], "seq_len": int(k.split("@")[1]), **v} for k, v in read_json(p)["train"].items()]
+    return pl.DataFrame(rows).sort("strategy", "seq_len")

@@ -1,0 +1,160 @@
+"""Tokenizer fit and token counts, materialized token shards, and the exactly-once loader on a real run."""
+
+from __future__ import annotations
+
+import filecmp
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from lab import engine, loader, materialize, query, sample, tokenize
+from lab.config import Config, EngineConfig, IngestConfig, InputConfig, PackConfig, TokenizerConfig
+from lab.errors import LabError
+from lab.io.run import RunLayout
+from lab.io.shards import open_shard, read_manifest
+from lab.io.writers import read_json
+
+
+def make(src: Path, out: Path, name: str, workers: int, partition_bytes: int) -> Config:
+    return Config(name=name, output_dir=str(out), inputs=(InputConfig(path=str(src)),),
+                  ingest=IngestConfig(partition_bytes=partition_bytes), tokenizer=TokenizerConfig(vocab_size=3000),
+                  pack=PackConfig(seq_len=512, val_fraction=0.1, shard_sequences=64),
+                  engine=EngineConfig(n_workers=workers))
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The synthetic sample run twice: 1 worker and large partitions, 2 workers and small ones."""
+    syn = sample.build(root=tmp_path_factory.mktemp("data") / "sample", real=False) / "synthetic"
+    out = tmp_path_factory.mktemp("runs")
+    a, b = make(syn, out, "a", 1, 1 << 26), make(syn, out, "b", 2, 16384)
+    for cfg in (a, b):
+        engine.run(cfg, progress=False)
+    return a, b
+
+
+def _files(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
+def test_tokenizer_and_shards_do_not_depend_on_workers_or_partitions(runs):
+    a, b = runs
+    la, lb = RunLayout(a.run_dir), RunLayout(b.run_dir)
+    assert len(list(lb.tokenized_dir.glob("part-*.parquet"))) > 5 > len(list(la.tokenized_dir.glob("part-*.parquet")))
+    # the stratified sample comes from global counts, so the fitted tokenizer is the same
+    assert filecmp.cmp(la.tokenizer_json, lb.tokenizer_json, shallow=False)
+    assert read_json(la.tokenizer_fit)["sample"] == read_json(lb.tokenizer_fit)["sample"]
+    fa, fb = _files(la.tokens), _files(lb.tokens)
+    assert fa == fb and any(f.endswith(".bin") for f in fa) and "val/manifest.json" in fa
+    match, mismatch, errors = filecmp.cmpfiles(la.tokens, lb.tokens, fa, shallow=False)
+    # the manifests differ only in the config hash (the ingest partition size is part of the config)
+    assert not errors and set(mismatch) <= {"train/manifest.json", "val/manifest.json"}
+    for m in mismatch:
+        x, y = read_json(la.tokens / m), read_json(lb.tokens / m)
+        assert x.pop("config_hash") != y.pop("config_hash") and x == y
+
+
+def test_decode_encode_round_trips(runs):
+    a, _ = runs
+    tok = tokenize.load(RunLayout(a.run_dir), read_json(RunLayout(a.run_dir).tokenizer_fit)["sha256"])
+    assert tok.token_to_id(tokenize.EOD) == 0 and tok.token_to_id(tokenize.PAD) == 1
+    for text in ["The quick brown fox.", "Grüße aus Köln — 12 Äpfel!", "日本語のテキスト", "emoji 🎉 tabs\tand\nlines",
+                 "  leading and trailing spaces  ", "<|endoftext|> is text here", ""]:
+        ids, _ = tokenize.encode(tok, [text])
+        assert tok.decode(ids[0].tolist(), skip_special_tokens=False) == text
+
+
+def test_funnel_tokens_equal_the_shards(runs):
+    a, _ = runs
+    f = query.funnel(a.run_dir, a)
+    counts = query.token_counts(a.run_dir)
+    assert f["tokens_in"][0] == counts["n_tokens"].sum()
+    assert f["tokens_in"][0] == f["tokens_out"][-1] + f["tokens_dropped"].sum()
+    kept_docs, kept_tokens = f["docs_out"][-1], f["tokens_out"][-1]
+    real = docs = 0
+    for split in ("train", "val"):
+        m = read_manifest(RunLayout(a.run_dir).tokens / split)
+        real += sum(s.real_tokens for s in m.shards)
+        docs += read_json(RunLayout(a.run_dir).packing_stats)["splits"][split]["documents"]
+    # every kept document is packed once, with its EOD token
+    assert docs == kept_docs
+    assert real == kept_tokens + kept_docs
+
+
+def test_shards_hold_the_kept_documents_once_each(runs):
+    a, _ = runs
+    layout = RunLayout(a.run_dir)
+    sha = read_json(layout.tokenizer_fit)["sha256"]
+    doc_ids, ids = materialize.kept_tokens(a, layout, sha)
+    want = np.bincount(np.concatenate([np.append(x, 0) for x in ids]), minlength=3000)  # each with its EOD
+    got = np.zeros(3000, dtype=np.int64)
+    whole = set()
+    for split in ("train", "val"):
+        m = read_manifest(layout.tokens / split)
+        assert m.dtype == "uint16" and m.seq_len == 512 and m.tokenizer_sha256 == sha
+        for info in m.shards:
+            shard = open_shard(layout.tokens / split, info, m)
+            for i in range(info.sequences):
+                cu = shard.cu_seqlens(i)
+                row = np.asarray(shard.tokens[i])
+                assert (row[cu[-1]:] == m.pad_id).all() and cu[0] == 0 and (np.diff(cu) > 0).all()
+                got += np.bincount(row[: cu[-1]], minlength=3000)
+                whole.update(tuple(row[s:e].tolist()) for s, e in zip(cu[:-1], cu[1:]))
+    assert (got == want).all()  # every kept token once, nothing else but padding
+    # documents that fit a sequence are never split: each is one segment of some sequence
+    assert all(tuple(x.tolist()) + (0,) in whole for x in ids if x.size + 1 <= 512)
+    val = read_json(layout.packing_stats)["splits"]["val"]["documents"]
+    assert 0 < val < len(doc_ids) / 4
+
+
+def test_a_changed_tokenizer_is_refused(runs, tmp_path):
+    a, _ = runs
+    copy = tmp_path / "copy"
+    shutil.copytree(a.run_dir, copy)
+    layout = RunLayout(copy)
+    text = layout.tokenizer_json.read_text()
+    layout.tokenizer_json.write_text(text.replace('"Ġthe"', '"Ġthe_"', 1))
+    sha = read_json(layout.tokenizer_fit)["sha256"]
+    with pytest.raises(LabError, match="sha256"):
+        tokenize.load(layout, sha)
+    with pytest.raises(LabError, match="sha256"):
+        materialize.run(a, layout)
+
+
+def test_loader_delivers_every_token_once_on_the_run(runs):
+    a, _ = runs
+    for split in ("train", "val"):
+        for world, workers in ((1, 1), (2, 3), (4, 1)):
+            res = loader.verify(RunLayout(a.run_dir).tokens / split, world_size=world, num_workers=workers, save_at=0.4)
+            assert res["ok"] and res["duplicates"] == res["missing"] == res["mismatched"] == 0
+            assert res["delivered"] == res["tokens"] > 0
+
+
+def test_verify_tokens_command(runs):
+    a, _ = runs
+    r = subprocess.run([sys.executable, "-m", "lab.cli", "verify-tokens", str(a.run_dir), "--world", "2", "--workers", "3"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "duplicates 0, missing 0" in r.stdout and "exactly once" in r.stdout
+
+
+def test_fertility_and_packing_tables(runs):
+    a, _ = runs
+    fert = query.fertility(a.run_dir, "lang")
+    en = fert.filter(fert["lang"] == "en").row(0, named=True)
+    assert 1.0 < en["tokens_per_word"] < 3.0 and 2.0 < en["bytes_per_token"] < 8.0 and 0 < en["continued_words"] < 1
+    assert fert["tokens"].sum() == query.token_counts(a.run_dir)["n_tokens"].sum()
+    kept = query.fertility(a.run_dir, "source", config=a)
+    assert kept["tokens"].sum() == query.funnel(a.run_dir, a)["tokens_out"][-1]
+    p = query.packing(a.run_dir)
+    assert len(p) == 9 and set(p["strategy"]) == {"pad", "concat", "best_fit"}
+    chosen = p.filter((p["strategy"] == "best_fit") & (p["seq_len"] == 512)).row(0, named=True)
+    train = read_json(RunLayout(a.run_dir).packing_stats)["splits"]["train"]
+    assert chosen["utilization"] == train["utilization"] and chosen["tokens_truncated"] == 0
+    assert (p.filter(p["strategy"] == "pad")["tokens_truncated"] > 0).any()
+    with pytest.raises(Exception, match="by='x'"):
+        query.fertility(a.run_dir, "x")
