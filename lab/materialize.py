@@ -21,6 +21,7 @@ packing). Same config and input, same bytes, whatever the workers.
 from __future__ import annotations
 
 import shutil
+
 import numpy as np
 import pyarrow.parquet as pq
 
@@ -96,7 +97,7 @@ def run(cfg: Config, layout: RunLayout) -> dict:
     for split, members in (("train", order[~is_val]), ("val", order[is_val])):
         lengths = np.array([ids[i].size + 1 for i in members], dtype=np.int64)
         p = pack.plan(lengths, cfg.pack.seq_len, cfg.pack.strategy)
-        tokens, cu = pack.materialize(p, lambda k: np.append(ids[members[k]], eod), pad_id, dtype)
+        tokens, cu = pack.materialize(p, lambda k, members=members: np.append(ids[members[k]], eod), pad_id, dtype)
         m = SplitManifest(split=split, dtype=dtype.name, seq_len=cfg.pack.seq_len, eod_id=eod, pad_id=pad_id,
                           vocab_size=tok.get_vocab_size(), tokenizer_sha256=sha, config_hash=cfg.config_hash(),
                           shuffle_seed=cfg.pack.shuffle_seed, packing=cfg.pack.strategy)
