@@ -105,30 +105,63 @@ def count_words(text: str) -> int:
 
 
 def encode(tok, texts: list[str]) -> tuple[list[np.ndarray], np.ndarray]:
-    """Token ids of each text (uint32) and, per text, its whitespace words cut into more than one token."""
+    """Token ids of each text (uint32, ``encode_batch_fast``: no offsets) and, per text, the
+    whitespace-separated words cut into more than one token (``continued_words``)."""
+    kinds = token_kinds(tok)
     ids, continued = [], np.zeros(len(texts), dtype=np.int32)
     for i in range(0, len(texts), BATCH):
-        for k, enc in enumerate(tok.encode_batch(texts[i:i + BATCH], add_special_tokens=False)):
-            ids.append(np.asarray(enc.ids, dtype=np.uint32))
-            continued[i + k] = _continued_words(texts[i + k], enc.offsets)
+        for k, enc in enumerate(tok.encode_batch_fast(texts[i:i + BATCH], add_special_tokens=False)):
+            a = np.asarray(enc.ids, dtype=np.uint32)
+            ids.append(a)
+            continued[i + k] = continued_words(kinds[a])
     return ids, continued
 
 
-def _continued_words(text: str, offsets: list[tuple[int, int]]) -> int:
-    """Whitespace-separated words that more than one token ends in (a token's last character
-    names its word; ByteLevel tokens never cross a space)."""
+WORD_START, CONTINUES, SPACE = 1, 0, 2
+
+
+def token_kinds(tok) -> np.ndarray:
+    """Per token id: SPACE (only whitespace), WORD_START (whitespace, then more: a ByteLevel token
+    that opens a word) or CONTINUES (no leading whitespace). Cached per tokenizer object."""
+    cached = _kinds.get(id(tok))
+    if cached is not None and cached[0] is tok:
+        return cached[1]
+    n = tok.get_vocab_size()
+    kinds = np.full(n, CONTINUES, dtype=np.int8)
+    for i in range(n):
+        s = tok.decode([i], skip_special_tokens=False)
+        if s and s.isspace():
+            kinds[i] = SPACE
+        elif s and s[0].isspace():
+            kinds[i] = WORD_START
+    _kinds[id(tok)] = (tok, kinds)
+    return kinds
+
+
+_kinds: dict[int, tuple[object, np.ndarray]] = {}
+
+
+def continued_words(k: np.ndarray) -> int:
+    """Words (runs of non-whitespace tokens) of more than one token, from the tokens' kinds: a
+    word starts at a WORD_START token or at a CONTINUES token after whitespace (or first)."""
+    if k.size == 0:
+        return 0
+    after_space = np.concatenate(([True], k[:-1] == SPACE))
+    start = (k == WORD_START) | ((k == CONTINUES) & after_space)
+    return int(np.count_nonzero(start[:-1] & (k[1:] == CONTINUES) & ~start[1:]))
+
+
+def continued_words_from_offsets(text: str, offsets: list[tuple[int, int]]) -> int:
+    """The same count from character offsets (the slow reference: needs ``encode_batch``)."""
     if not offsets or not text:
         return 0
-    chars = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    space = np.isin(chars, _SPACES)
+    space = np.fromiter((c.isspace() for c in text), dtype=bool, count=len(text))  # as str.split() sees it
     first = ~space & np.concatenate(([True], space[:-1]))  # first character of each word
     word = np.where(space, 0, np.cumsum(first))  # per character: its word (1-based), 0 for whitespace
     ends = np.fromiter((e for _, e in offsets), dtype=np.int64, count=len(offsets)) - 1
-    w = word[ends[(ends >= 0) & (ends < chars.size)]]
+    w = word[ends[(ends >= 0) & (ends < space.size)]]
     return int((np.bincount(w[w > 0]) >= 2).sum())
 
-
-_SPACES = np.frombuffer(" \t\n\r\x0b\x0c".encode("utf-32-le"), dtype=np.uint32)
 
 
 def tokenize_partition(run_dir: str | Path, key: str, sha256: str) -> dict:

@@ -68,6 +68,18 @@ def test_decode_encode_round_trips(runs):
         assert tok.decode(ids[0].tolist(), skip_special_tokens=False) == text
 
 
+def test_continued_words_equal_the_offsets_reference(runs):
+    a, _ = runs
+    layout = RunLayout(a.run_dir)
+    tok = tokenize.load(layout, read_json(layout.tokenizer_fit)["sha256"])
+    texts = query.open_run(a.run_dir).cursor().sql("SELECT text FROM docs ORDER BY doc_id LIMIT 150").pl()["text"].to_list()
+    texts += ["non\u00a0breaking space, tabs\tand\u2028separators", "  lead", "trail  ", "a,b c.d"]
+    _, fast = tokenize.encode(tok, texts)
+    slow = [tokenize.continued_words_from_offsets(t, e.offsets) for t, e in
+            zip(texts, tok.encode_batch(texts, add_special_tokens=False))]
+    assert fast.tolist() == slow and sum(slow) > 1000
+
+
 def test_funnel_tokens_equal_the_shards(runs):
     a, _ = runs
     f = query.funnel(a.run_dir, a)
