@@ -781,7 +781,7 @@ def fertility(run: str | Path | Run, by: str = "lang", config: Config | None = N
     """Tokenizer fertility per language or source: documents, words, tokens, tokens per word, bytes
     and characters per token, and the share of words cut into more than one token (continued words).
 
-    Words are whitespace-separated, so tokens per word and continued words mean little for
+    Words are separated by ASCII whitespace, so tokens per word and continued words mean little for
     languages written without spaces (Chinese, Japanese, Thai): read bytes or characters per token
     there. With ``config``, only the documents it keeps are counted.
     """

@@ -100,8 +100,12 @@ def load(layout: RunLayout, expected_sha256: str):
         return tok
 
 
+ASCII_SPACE = " \t\n\r\x0b\x0c"  # what separates words here (bytes.split()): other Unicode spaces join words
+
+
 def count_words(text: str) -> int:
-    return len(text.split())
+    """Words separated by ASCII whitespace."""
+    return len(text.encode("utf-8", "surrogatepass").split())
 
 
 def encode(tok, texts: list[str]) -> tuple[list[np.ndarray], np.ndarray]:
@@ -130,9 +134,9 @@ def token_kinds(tok) -> np.ndarray:
     kinds = np.full(n, CONTINUES, dtype=np.int8)
     for i in range(n):
         s = tok.decode([i], skip_special_tokens=False)
-        if s and s.isspace():
+        if s and not s.strip(ASCII_SPACE):
             kinds[i] = SPACE
-        elif s and s[0].isspace():
+        elif s and s[0] in ASCII_SPACE:
             kinds[i] = WORD_START
     _kinds[id(tok)] = (tok, kinds)
     return kinds
@@ -142,7 +146,7 @@ _kinds: dict[int, tuple[object, np.ndarray]] = {}
 
 
 def continued_words(k: np.ndarray) -> int:
-    """Words (runs of non-whitespace tokens) of more than one token, from the tokens' kinds: a
+    """Words (runs of tokens between ASCII whitespace) of more than one token, from the tokens' kinds: a
     word starts at a WORD_START token or at a CONTINUES token after whitespace (or first)."""
     if k.size == 0:
         return 0
@@ -155,7 +159,7 @@ def continued_words_from_offsets(text: str, offsets: list[tuple[int, int]]) -> i
     """The same count from character offsets (the slow reference: needs ``encode_batch``)."""
     if not offsets or not text:
         return 0
-    space = np.fromiter((c.isspace() for c in text), dtype=bool, count=len(text))  # as str.split() sees it
+    space = np.fromiter((c in ASCII_SPACE for c in text), dtype=bool, count=len(text))
     first = ~space & np.concatenate(([True], space[:-1]))  # first character of each word
     word = np.where(space, 0, np.cumsum(first))  # per character: its word (1-based), 0 for whitespace
     ends = np.fromiter((e for _, e in offsets), dtype=np.int64, count=len(offsets)) - 1

