@@ -5,8 +5,9 @@
    the one the counts were made with is refused).
 2. **Shuffle**: a global order by a seeded 64-bit mix of ``doc_id`` (``pack.shuffle_seed``), so the
    order does not depend on partitions or workers.
-3. **Split** by document: a document is in ``val`` when a second, independent seeded mix of its
-   ``doc_id`` falls below ``pack.val_fraction``; no document is in both splits.
+3. **Split** by document: the ``round(val_fraction x documents)`` documents (at least one when
+   ``val_fraction > 0`` and there are two or more) with the lowest value of a second, independent
+   seeded mix of their ``doc_id`` form ``val``; no document is in both splits.
 4. **Pack** (``lab.pack``) each split with ``pack.strategy`` at ``pack.seq_len``; every document
    ends with EOD; unused slots hold PAD.
 5. **Write** ``tokens/{train,val}/`` in the ``lab.io.shards`` format (uint16 when the vocabulary
@@ -47,10 +48,14 @@ def _mix(x: np.ndarray, seed: int, salt: int) -> np.ndarray:
 
 def order_and_split(doc_ids: np.ndarray, seed: int, val_fraction: float) -> tuple[np.ndarray, np.ndarray]:
     """(positions of ``doc_ids`` in shuffled order, whether each of those is a validation document)."""
-    key = _mix(doc_ids, seed, 1)
-    order = np.lexsort((doc_ids, key))
-    u = (_mix(doc_ids, seed, 2) >> np.uint64(11)).astype(np.float64) / float(1 << 53)
-    return order, u[order] < val_fraction
+    order = np.lexsort((doc_ids, _mix(doc_ids, seed, 1)))
+    n = doc_ids.size
+    n_val = int(round(val_fraction * n))
+    if val_fraction > 0 and n >= 2:
+        n_val = min(max(n_val, 1), n - 1)
+    val = np.zeros(n, dtype=bool)
+    val[np.lexsort((doc_ids, _mix(doc_ids, seed, 2)))[:n_val]] = True
+    return order, val[order]
 
 
 def kept_tokens(cfg: Config, layout: RunLayout, sha256: str) -> tuple[np.ndarray, list[np.ndarray]]:

@@ -46,7 +46,7 @@ def test_groups_cover_the_kept_documents(run, table):
         assert g["documents"].sum() == kept, (name, by)
     assert set(table["group_by"]) == {"all", "lang", "source"}
     # every fitted size and both OpenAI encodings (pinned dependencies) are measured
-    assert {"bpe-400", "bpe-1000", "bpe-3k", "cl100k_base", "o200k_base"} <= set(table["candidate"])
+    assert {"bpe-400", "bpe-1k", "bpe-3k", "cl100k_base", "o200k_base"} <= set(table["candidate"])
 
 
 def test_larger_vocab_fewer_tokens_per_word(table):

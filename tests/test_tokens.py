@@ -120,7 +120,17 @@ def test_shards_hold_the_kept_documents_once_each(runs):
     # documents that fit a sequence are never split: each is one segment of some sequence
     assert all(tuple(x.tolist()) + (0,) in whole for x in ids if x.size + 1 <= 512)
     val = read_json(layout.packing_stats)["splits"]["val"]["documents"]
-    assert 0 < val < len(doc_ids) / 4
+    assert val == round(0.1 * len(doc_ids)) > 0  # pack.val_fraction of the kept documents, by document
+
+
+def test_split_sizes():
+    ids = np.arange(-500, 500, 7, dtype=np.int64)
+    for frac, want in ((0.01, 1), (0.1, 14), (0.0, 0)):
+        order, val = materialize.order_and_split(ids, 3, frac)
+        assert sorted(order.tolist()) == list(range(ids.size)) and int(val.sum()) == want
+    assert materialize.order_and_split(ids[:1], 3, 0.5)[1].sum() == 0  # a lone document trains
+    a, b = materialize.order_and_split(ids, 3, 0.1), materialize.order_and_split(ids, 4, 0.1)
+    assert a[0].tolist() != b[0].tolist()  # the seed decides the order
 
 
 def test_a_changed_tokenizer_is_refused(runs, tmp_path):
