@@ -27,7 +27,8 @@ Candidates:
 (``continued_method``): for the fitted BPEs from the token kinds (``lab.tokenize.continued_words``,
 held equal to the offsets reference by ``tests/test_tokens.py``); for the tiktoken-style
 encodings from character spans rebuilt from each token's byte length; for WordPiece from the
-tokenizer's character offsets. Words are whitespace-separated (``str.split``): for languages
+tokenizer's character offsets. Words are separated by ASCII whitespace, as everywhere in the lab
+(``lab.tokenize.count_words``; a no-break space joins words): for languages
 written without spaces (Chinese, Japanese, Thai, …) a "word" is a whole clause, so tokens per word
 and continued words mean little there (``note`` says so on those rows): compare bytes or
 characters per token instead.
@@ -101,12 +102,13 @@ class Candidate:
 
 
 def word_index(text: str) -> np.ndarray:
-    """Per character: its whitespace word (1-based, as ``str.split`` sees words), 0 for whitespace.
+    """Per character: its word (1-based; words are separated by ASCII whitespace, as in
+    ``lab.tokenize.count_words``), 0 for whitespace.
 
-    >>> word_index("ab  c").tolist()
-    [1, 1, 0, 0, 2]
+    >>> word_index("ab  c\u00a0d").tolist()
+    [1, 1, 0, 0, 2, 2, 2]
     """
-    space = np.fromiter((c.isspace() for c in text), dtype=bool, count=len(text))
+    space = np.fromiter((c in tokenize.ASCII_SPACE for c in text), dtype=bool, count=len(text))
     first = ~space & np.concatenate(([True], space[:-1]))
     return np.where(space, 0, np.cumsum(first))
 

@@ -73,6 +73,7 @@ def save(tok, layout: RunLayout, fit_info: dict) -> str:
 
 _cache: dict[tuple[str, str], object] = {}
 _cache_lock = threading.Lock()
+loads = 0  # tokenizer files read by this process (a worker reads its run's once, whatever its tasks)
 
 
 def load(layout: RunLayout, expected_sha256: str):
@@ -93,6 +94,8 @@ def load(layout: RunLayout, expected_sha256: str):
                            "tokenizer changed after its tokens were counted; rerun `corpus-lab run` (which refits "
                            "and recounts) or restore the original tokenizer.json")
         tok = Tokenizer.from_str(data.decode())
+        global loads
+        loads += 1
         for name, want in ((EOD, 0), (PAD, 1)):
             if tok.token_to_id(name) != want:
                 raise LabError(f"{path}: special token {name} must have id {want}, has {tok.token_to_id(name)}")

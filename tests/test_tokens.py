@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import filecmp
+import os
 import shutil
 import subprocess
 import sys
@@ -56,6 +57,18 @@ def test_tokenizer_and_shards_do_not_depend_on_workers_or_partitions(runs):
     for m in mismatch:
         x, y = read_json(la.tokens / m), read_json(lb.tokens / m)
         assert x.pop("config_hash") != y.pop("config_hash") and x == y
+
+
+def test_workers_load_the_tokenizer_once_and_run_one_thread(runs, tmp_path):
+    _, b = runs
+    cfg = make(Path(b.inputs[0].path), tmp_path, "c", 2, 16384)
+    with engine.client_for(cfg) as client:
+        engine.run(cfg, progress=False, client=client)
+        loads = client.run(lambda: __import__("lab.tokenize").tokenize.loads)
+        env = client.run(lambda: {k: os.environ.get(k) for k in ("RAYON_NUM_THREADS", "TOKENIZERS_PARALLELISM")})
+    tasks = len(list(RunLayout(cfg.run_dir).tokenized_dir.glob("part-*.parquet")))
+    assert tasks > 5 and len(loads) == 2 and all(n == 1 for n in loads.values())  # per worker, not per task
+    assert all(e == {"RAYON_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"} for e in env.values())
 
 
 def test_decode_encode_round_trips(runs):
