@@ -132,6 +132,27 @@ def cmd_verify_tokens(args: argparse.Namespace) -> int:
     return 0 if res["ok"] else 1
 
 
+def cmd_fertility(args: argparse.Namespace) -> int:
+    import polars as pl
+
+    from lab import fertility
+
+    run_dir = Path(args.run)
+    if not (run_dir / "config.yaml").is_file():
+        raise ConfigError(f"{str(run_dir)!r} is not a run directory (no config.yaml); runs are made by "
+                          "`corpus-lab run` under runs/<name>")
+    cfg = load(args.config) if args.config else load(run_dir / "config.yaml")
+    sizes = tuple(int(v) for v in args.vocab_sizes.split(","))
+    table = fertility.compare(run_dir, cfg, vocab_sizes=sizes, d_model=args.d_model, held_out=args.held_out)
+    fertility.write(run_dir, table)
+    with pl.Config(tbl_rows=100, tbl_width_chars=180, float_precision=3, fmt_str_lengths=40):
+        print(table.filter(pl.col("group_by") == "all").select(
+            "candidate", "vocab_size", "embedding_params", "tokens", "tokens_per_word", "bytes_per_token",
+            "continued_words"))
+    print(f"written: {run_dir}/stats/fertility.json and .parquet (lab.query.fertility_comparison)")
+    return 0
+
+
 def cmd_sample(args: argparse.Namespace) -> int:
     from lab.sample import build as build_sample
 
@@ -180,6 +201,14 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("--epoch", type=int, default=0)
     v.add_argument("--save-at", type=float, default=0.5, help="save and restore each stream at this fraction")
     v.set_defaults(func=cmd_verify_tokens)
+
+    fe = sub.add_parser("fertility", help="compare tokenizers (fitted vocabulary sizes, offline references) on a run")
+    fe.add_argument("run", help="run directory, e.g. runs/sample")
+    fe.add_argument("--config", help="thresholds: which documents count (default: the run's config.yaml)")
+    fe.add_argument("--vocab-sizes", default="8000,16000,32000,64000", help="fitted BPE sizes, comma-separated")
+    fe.add_argument("--d-model", type=int, default=4096, help="model width for the embedding cost V x d")
+    fe.add_argument("--held-out", action="store_true", help="measure only documents outside the fit sample")
+    fe.set_defaults(func=cmd_fertility)
 
     s = sub.add_parser("sample", help="build the embedded sample corpus under data/sample/")
     s.add_argument("--force", action="store_true", help="rebuild even if it exists")

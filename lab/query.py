@@ -807,6 +807,16 @@ def fertility(run: str | Path | Run, by: str = "lang", config: Config | None = N
         f"GROUP BY ALL ORDER BY tokens DESC, 1").pl()
 
 
+def fertility_comparison(run: str | Path | Run) -> pl.DataFrame:
+    """The tokenizer comparison ``corpus-lab fertility`` stored (``stats/fertility.parquet``): fitted
+    vocabulary sizes and offline reference tokenizers x (all, lang, source), with V x d beside each."""
+    r = open_run(run)
+    p = r.layout.fertility[1]
+    if not p.exists():
+        raise ConfigError(f"{p} does not exist: run `corpus-lab fertility {r.layout.root}` first")
+    return r.cursor().sql(f"SELECT * FROM read_parquet({_q(str(p))})").pl()
+
+
 def packing(run: str | Path | Run) -> pl.DataFrame:
     """Every packing strategy x seq_len on the run's train split (``stats/packing.json``): sequences,
     utilization, padding, tokens truncated, documents split, fragments per document."""

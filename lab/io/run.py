@@ -122,6 +122,11 @@ class RunLayout:
         return self.stats / "packing.json"
 
     @property
+    def fertility(self) -> tuple[Path, Path]:
+        """The fertility comparison (lab.fertility): stats/fertility.json and stats/fertility.parquet."""
+        return self.stats / "fertility.json", self.stats / "fertility.parquet"
+
+    @property
     def tokens(self) -> Path:
         """Packed token shards: tokens/train/, tokens/val/ (lab.io.shards)."""
         return self.root / "tokens"
