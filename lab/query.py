@@ -826,3 +826,20 @@ def packing(run: str | Path | Run) -> pl.DataFrame:
         raise ConfigError(f"{r.layout.root} has no packing table ({p}); run `corpus-lab run` with tokenizer.enabled: true")
     rows = [{"strategy": k.split("@")[0], "seq_len": int(k.split("@")[1]), **v} for k, v in read_json(p)["train"].items()]
     return pl.DataFrame(rows).sort("strategy", "seq_len")
+
+
+def signal_ranges(run: str | Path | Run) -> dict[str, tuple[float, float]]:
+    """signal -> (min, max) over the run's documents, for every numeric signal (the sliders' span)."""
+    r = open_run(run)
+    if r.ranges is not None:
+        return dict(r.ranges)
+    num = [c for c in numeric_signals() if c in r.columns]
+    mm = r.cursor().execute(f"SELECT {', '.join(f'min({_ident(c)})::DOUBLE, max({_ident(c)})::DOUBLE' for c in num)} "
+                            "FROM signals").fetchone()
+    return {c: (mm[2 * i], mm[2 * i + 1]) for i, c in enumerate(num) if mm[2 * i] is not None}
+
+
+def languages(run: str | Path | Run) -> list[tuple[str, int]]:
+    """(language, documents) of the run, most documents first."""
+    return open_run(run).cursor().execute(
+        "SELECT lang, count(*) AS n FROM signals WHERE lang IS NOT NULL GROUP BY lang ORDER BY n DESC, lang").fetchall()
