@@ -153,6 +153,18 @@ def cmd_fertility(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    run_dir = Path(args.run)
+    if not (run_dir / "config.yaml").is_file():
+        raise ConfigError(f"{str(run_dir)!r} is not a run directory (no config.yaml); make one with `corpus-lab run` "
+                          "(the embedded sample goes to runs/sample)")
+    from apps import dashboard
+
+    print(f"corpus-lab dashboard for {run_dir} on http://{args.address}:{args.port}/ (Ctrl-C stops it)", flush=True)
+    dashboard.serve(run_dir, address=args.address, port=args.port, basic_auth=args.basic_auth)
+    return 0
+
+
 def cmd_sample(args: argparse.Namespace) -> int:
     from lab.sample import build as build_sample
 
@@ -209,6 +221,14 @@ def parser() -> argparse.ArgumentParser:
     fe.add_argument("--d-model", type=int, default=4096, help="model width for the embedding cost V x d")
     fe.add_argument("--held-out", action="store_true", help="measure only documents outside the fit sample")
     fe.set_defaults(func=cmd_fertility)
+
+    sv = sub.add_parser("serve", help="serve the dashboard for a run (localhost by default)")
+    sv.add_argument("run", nargs="?", default="runs/sample", help="run directory (default runs/sample)")
+    sv.add_argument("--address", default="127.0.0.1", help="address to listen on (0.0.0.0 for a team)")
+    sv.add_argument("--port", type=int, default=5006)
+    sv.add_argument("--basic-auth", help="a password, or a JSON file of user: password, required to open the page "
+                                         "(use it when serving beyond localhost)")
+    sv.set_defaults(func=cmd_serve)
 
     s = sub.add_parser("sample", help="build the embedded sample corpus under data/sample/")
     s.add_argument("--force", action="store_true", help="rebuild even if it exists")

@@ -1,0 +1,189 @@
+"""The corpus-lab dashboard (Panel): every threshold a slider, the funnel, clusters, tokens, export.
+
+``create(run_dir)`` builds one session's page; ``serve(run_dir, ...)`` serves it (``corpus-lab
+serve``). Each browser session gets its own ``apps.state`` objects; the run's signals are loaded
+once per process (``lab.query.open_run(in_memory=True)``) and every query takes its own cursor,
+so sessions never share one. Sliders query on release (``value_throttled``), not on every pixel.
+Nothing here reads files but through ``lab``: the server exposes no static directory.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+from pathlib import Path
+
+import panel as pn
+
+from apps.state import GRID, ClusterState, FunnelState
+from lab import query
+from lab.errors import LabError
+
+_DIFF_CSS = ("del{background:#ffd7d5;text-decoration:none} ins{background:#ccffd8;text-decoration:none}"
+             ".doc{white-space:pre-wrap;font-family:monospace;font-size:12px;max-height:480px;overflow:auto}")
+
+
+def _widget(k):
+    """A widget for one knob (``lab.knobs.Knob``)."""
+    label = k.name
+    if k.kind == "switch":
+        return pn.widgets.Checkbox(name=label, value=k.value)
+    if k.kind == "choice":
+        return pn.widgets.Select(name=label, options=list(k.options), value=k.value)
+    if k.kind == "languages":
+        return pn.widgets.MultiChoice(name=label, options=list(k.options), value=list(k.value))
+    if k.lo is not None and k.hi is not None and k.hi > k.lo:
+        if k.kind == "integer":
+            return pn.widgets.IntSlider(name=label, start=int(k.lo), end=int(max(k.hi, k.lo + 1)), value=int(k.value))
+        return pn.widgets.FloatSlider(name=label, start=float(k.lo), end=float(k.hi), value=float(k.value),
+                                      step=(float(k.hi) - float(k.lo)) / 200)
+    return (pn.widgets.IntInput if k.kind == "integer" else pn.widgets.FloatInput)(name=label, value=k.value)
+
+
+def funnel_tab(state: FunnelState) -> pn.viewable.Viewable:
+    table = pn.widgets.Tabulator(state.funnel().to_pandas(), disabled=True, show_index=False, height=380,
+                                 name="funnel")
+    retention = pn.pane.Markdown(name="retention")
+    error = pn.pane.Alert(visible=False, alert_type="danger")
+    by = pn.widgets.Select(name="split by", options=["(none)", "lang", "source"], value="(none)")
+    stage = pn.widgets.Select(name="dropped by stage", options=list(query.STAGE_NAMES), value="gopher_quality")
+    samples = pn.widgets.Tabulator(disabled=True, show_index=False, height=260, name="dropped")
+
+    def refresh(*_):
+        try:
+            f = state.funnel(None if by.value == "(none)" else by.value)
+        except LabError as e:
+            error.object, error.visible = str(e), True
+            return
+        error.visible = False
+        table.value = f.to_pandas()
+        r = state.retention()
+        retention.object = "**Kept:** " + ", ".join(f"{k} {v:.1%}" for k, v in r.items())
+        samples.value = state.dropped(stage.value).drop("text").to_pandas()
+
+    controls = []
+    for k in state.knobs():
+        w = _widget(k)
+        param = "value_throttled" if hasattr(w.param, "value_throttled") else "value"
+
+        def moved(event, name=k.name, kind=k.kind):
+            value = tuple(event.new) if kind == "languages" else event.new
+            try:
+                state.set(name, value)
+            except LabError as e:
+                error.object, error.visible = str(e), True
+                return
+            refresh()
+
+        w.param.watch(moved, param)
+        controls.append(w)
+    by.param.watch(refresh, "value")
+    stage.param.watch(refresh, "value")
+    refresh()
+    sidebar = pn.Column(*controls, width=360, height=760, scroll=True)
+    return pn.Row(sidebar, pn.Column(retention, error, by, table, stage, samples), name="Funnel")
+
+
+def dedup_tab(cs: ClusterState) -> pn.viewable.Viewable:
+    threshold = pn.widgets.Select(name="near-duplicate threshold (Jaccard)", options=list(GRID), value=cs.threshold)
+    sort = pn.widgets.Select(name="sort by", options=list(query.CLUSTER_SORTS), value=cs.sort)
+    page = pn.widgets.IntInput(name="page", value=0, start=0)
+    count = pn.pane.Markdown()
+    table = pn.widgets.Tabulator(disabled=True, show_index=False, height=300, selectable=1, name="clusters")
+    docs = pn.pane.HTML(name="members")
+    curve = pn.pane.Matplotlib(_s_curve_figure(cs), dpi=80, height=260, tight=True)
+
+    def refresh(*_):
+        cs.threshold, cs.sort, cs.page = threshold.value, sort.value, page.value
+        n = cs.count()
+        count.object = f"**{n['clusters']}** clusters of **{n['documents']}** documents at Jaccard ≥ {cs.threshold:.2f}"
+        df = cs.clusters()
+        table.value = df.with_columns(df["cluster_id"].cast(str), df["representative"].cast(str)).to_pandas()
+
+    def opened(event):
+        if not event.new:
+            return
+        cs.open_cluster = int(table.value.iloc[event.new[0]]["cluster_id"])
+        m = cs.members()
+        ops = cs.diff(0, 1)
+        left = "".join(html.escape(t) if op == "=" else f"<del>{html.escape(t)}</del>" for op, t in ops if op != "+")
+        right = "".join(html.escape(t) if op == "=" else f"<ins>{html.escape(t)}</ins>" for op, t in ops if op != "-")
+        head = " · ".join(f"doc {d} ({s}, {b} bytes)" for d, s, b in m.select("doc_id", "source", "bytes").iter_rows())
+        docs.object = (f"<style>{_DIFF_CSS}</style><p>{len(m)} members: {html.escape(head)}</p>"
+                       f"<div style='display:flex;gap:12px'><div class='doc' style='flex:1'>{left}</div>"
+                       f"<div class='doc' style='flex:1'>{right}</div></div>")
+
+    for w in (threshold, sort, page):
+        w.param.watch(refresh, "value")
+    table.param.watch(opened, "selection")
+    refresh()
+    return pn.Column(pn.Row(threshold, sort, page), count, table, docs, curve, name="Dedup clusters")
+
+
+def _s_curve_figure(cs: ClusterState):
+    from matplotlib.figure import Figure
+
+    s, p = cs.s_curve()
+    fig = Figure(figsize=(5, 3))
+    ax = fig.add_subplot()
+    ax.plot(s, p)
+    ax.set_xlabel("Jaccard similarity s")
+    ax.set_ylabel("P(candidate pair)")
+    ax.set_title("LSH S-curve")
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def tokens_tab(run_dir: Path) -> pn.viewable.Viewable:
+    parts = []
+    for title, fn in (("Fertility by language", lambda: query.fertility(run_dir, "lang")),
+                      ("Fertility by source", lambda: query.fertility(run_dir, "source")),
+                      ("Tokenizer comparison (corpus-lab fertility)", lambda: query.fertility_comparison(run_dir)),
+                      ("Packing: strategy x seq_len", lambda: query.packing(run_dir))):
+        try:
+            parts += [pn.pane.Markdown(f"### {title}"),
+                      pn.widgets.Tabulator(fn().to_pandas(), disabled=True, show_index=False, height=240)]
+        except LabError as e:
+            parts += [pn.pane.Markdown(f"### {title}"), pn.pane.Alert(str(e), alert_type="info")]
+    return pn.Column(*parts, name="Fertility & packing")
+
+
+def export_tab(state: FunnelState) -> pn.viewable.Viewable:
+    text = pn.pane.Markdown(name="config")
+
+    def current():
+        return io.StringIO(state.export_yaml())
+
+    def show(*_):
+        text.object = f"```yaml\n{state.export_yaml()}```\n\nRun it in batch:\n\n    {state.export_command()}"
+
+    download = pn.widgets.FileDownload(callback=current, filename="corpus-lab-config.yaml",
+                                       label="Download config", button_type="primary")
+    refresh = pn.widgets.Button(name="Show the current config")
+    refresh.on_click(show)
+    show()
+    return pn.Column(download, refresh, text, name="Export")
+
+
+def create(run_dir: str | Path) -> pn.viewable.Viewable:
+    """One session's dashboard for a run directory."""
+    run_dir = Path(run_dir)
+    state = FunnelState(run_dir)
+    tabs = pn.Tabs(funnel_tab(state), dedup_tab(ClusterState(run_dir)), tokens_tab(run_dir), export_tab(state),
+                   dynamic=True)
+    return pn.Column(pn.pane.Markdown(f"## corpus-lab · `{run_dir}`"), tabs)
+
+
+def serve(run_dir: str | Path, *, address: str = "127.0.0.1", port: int = 5006, basic_auth: str | None = None,
+          show: bool = False, threaded: bool = False):
+    """Serve the dashboard (Panel/Bokeh server); ``basic_auth``: a password, or a JSON file of users."""
+    query.open_run(run_dir, in_memory=True)  # load once, before the first session
+    kwargs = {"basic_auth": basic_auth, "cookie_secret": _cookie_secret()} if basic_auth else {}
+    return pn.serve({"/": lambda: create(run_dir)}, address=address, port=port, show=show, threaded=threaded,
+                    title="corpus-lab", websocket_origin=[f"{address}:{port}", f"localhost:{port}"], **kwargs)
+
+
+def _cookie_secret() -> str:
+    import secrets
+
+    return secrets.token_hex(16)

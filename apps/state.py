@@ -1,0 +1,115 @@
+"""The dashboard's state as plain objects: what each tab shows, derived from ``lab`` calls only.
+
+Widgets live in ``apps/dashboard.py``; everything they display is computed here, so it can be
+tested without a browser (set values, read derived tables). No SQL here: every number comes
+from ``lab.query`` (over one process-wide in-memory run, a cursor per call) and the other ``lab``
+modules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from lab import dedup, knobs, query
+from lab.config import Config, dumps, load
+from lab.stages import near_dedup
+
+
+@dataclass
+class FunnelState:
+    """One session's thresholds over a run, and the funnel they give."""
+
+    run_dir: Path
+    base: Config = None  # type: ignore[assignment]  # the run's own config (config.yaml)
+    moved: dict[str, Any] = field(default_factory=dict)  # knob name -> value the user set
+
+    def __post_init__(self) -> None:
+        self.run_dir = Path(self.run_dir)
+        self.run = query.open_run(self.run_dir, in_memory=True)
+        if self.base is None:
+            self.base = load(self.run_dir / "config.yaml")
+
+    # --- inputs ----------------------------------------------------------------------------------
+
+    def knobs(self) -> list[knobs.Knob]:
+        langs = tuple(lang for lang, _ in query.languages(self.run))
+        return knobs.knobs(self.config, query.signal_ranges(self.run), langs)
+
+    def set(self, name: str, value: Any) -> None:
+        """Move one knob (validated: a bad value raises ConfigError and changes nothing)."""
+        knobs.apply(self.base, {**self.moved, name: value})
+        self.moved[name] = value
+
+    def reset(self) -> None:
+        self.moved.clear()
+
+    # --- derived ---------------------------------------------------------------------------------
+
+    @property
+    def config(self) -> Config:
+        return knobs.apply(self.base, self.moved)
+
+    def funnel(self, by: str | None = None) -> pl.DataFrame:
+        return query.funnel(self.run, self.config, by=by)
+
+    def retention(self) -> dict[str, float]:
+        """Documents, bytes (and tokens) kept over all stages: the retention product."""
+        f = self.funnel()
+        first, last = f.row(0, named=True), f.row(-1, named=True)
+        out = {"docs": last["docs_out"] / first["docs_in"] if first["docs_in"] else 1.0,
+               "bytes": last["bytes_out"] / first["bytes_in"] if first["bytes_in"] else 1.0}
+        if "tokens_in" in f.columns:
+            out["tokens"] = last["tokens_out"] / first["tokens_in"] if first["tokens_in"] else 1.0
+        return out
+
+    def dropped(self, stage: str, n: int = 5) -> pl.DataFrame:
+        return query.dropped_samples(self.run, self.config, stage, n)
+
+    def export_yaml(self) -> str:
+        """The chosen thresholds as the config file ``corpus-lab run --config`` reads."""
+        return dumps(self.config)
+
+    def export_command(self, path: str = "corpus-lab-config.yaml") -> str:
+        return f"corpus-lab run --config {path} --mode batch"
+
+
+@dataclass
+class ClusterState:
+    """The near-duplicate cluster browser: a threshold of the grid, a page, one open cluster."""
+
+    run_dir: Path
+    threshold: float = 0.8
+    sort: str = "size"
+    page: int = 0
+    page_size: int = 20
+    open_cluster: int | None = None
+
+    def clusters(self) -> pl.DataFrame:
+        return query.clusters(self.run_dir, self.threshold, sort=self.sort, offset=self.page * self.page_size,
+                              limit=self.page_size)
+
+    def count(self) -> dict[str, int]:
+        return query.cluster_count(self.run_dir, self.threshold)
+
+    def members(self) -> pl.DataFrame:
+        if self.open_cluster is None:
+            return pl.DataFrame()
+        return query.cluster_members(self.run_dir, self.open_cluster, self.threshold)
+
+    def diff(self, a: int = 0, b: int = 1) -> list[tuple[str, str]]:
+        """Word diff of the open cluster's members ``a`` and ``b`` (by position)."""
+        m = self.members()
+        if len(m) <= max(a, b):
+            return []
+        return dedup.diff(m["text"][a], m["text"][b])
+
+    def s_curve(self) -> tuple[Any, Any]:
+        cfg = load(Path(self.run_dir) / "config.yaml").stages.near_dedup
+        return dedup.s_curve(cfg.bands, cfg.rows)
+
+
+GRID = near_dedup.GRID
