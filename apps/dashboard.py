@@ -15,7 +15,7 @@ from pathlib import Path
 
 import panel as pn
 
-from apps.state import GRID, ClusterState, FunnelState
+from apps.state import GRID, ClusterState, FunnelState, PlannerState
 from lab import query
 from lab.errors import LabError
 
@@ -148,6 +148,53 @@ def tokens_tab(run_dir: Path) -> pn.viewable.Viewable:
     return pn.Column(*parts, name="Fertility & packing")
 
 
+def planner_tab(ps: PlannerState) -> pn.viewable.Viewable:
+    target = pn.widgets.FloatInput(name="token target", value=ps.token_target, start=1)
+    days = pn.widgets.FloatInput(name="training days", value=ps.days, start=0.01)
+    gpus = pn.widgets.IntInput(name="GPUs", value=ps.gpus, start=1)
+    deadline = pn.widgets.FloatInput(name="days to curate the corpus", value=ps.deadline_days, start=0.01)
+    disk = pn.widgets.IntInput(name="bytes per token on disk", value=ps.bytes_per_token_on_disk, start=1)
+    out = pn.pane.Markdown(name="plan")
+    chart = pn.pane.Matplotlib(dpi=80, height=300, tight=True)
+
+    def refresh(*_):
+        ps.token_target, ps.days, ps.gpus = target.value, days.value, gpus.value
+        ps.deadline_days, ps.bytes_per_token_on_disk = deadline.value, disk.value
+        try:
+            r = ps.result()
+        except LabError as e:
+            out.object = f"**{e}**"
+            return
+        t, c = r["throughput"], r["cores"]
+        out.object = (f"Measured on this run: retention **{r['retention_product']:.2%}** of the bytes, "
+                      f"**{r['bytes_per_token']:.2f}** bytes per token, **{c['bytes_per_s_per_core'] / 1e6:.2f} MB/s** "
+                      f"per core over all stages.\n\n"
+                      f"| | |\n|---|---:|\n| raw bytes needed | {r['raw_bytes'] / 1e12:,.1f} TB |\n"
+                      f"| kept bytes | {r['kept_bytes'] / 1e12:,.1f} TB |\n"
+                      f"| tokens/s overall | {t['tokens_per_s']:,.0f} |\n| tokens/s per GPU | {t['per_gpu']:,.0f} |\n"
+                      f"| read bandwidth | {t['read_bytes_per_s'] / 1e6:,.1f} MB/s |\n"
+                      f"| cores to curate in {ps.deadline_days:g} days | {c['cores']:,.0f} |")
+        chart.object = _plan_figure(r)
+
+    for w in (target, days, gpus, deadline, disk):
+        w.param.watch(refresh, "value")
+    refresh()
+    return pn.Row(pn.Column(target, days, gpus, deadline, disk, width=300), pn.Column(out, chart), name="Planner")
+
+
+def _plan_figure(r: dict):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7, 3))
+    ax = fig.add_subplot()
+    stages = [row["stage"] for row in r["funnel"]]
+    ax.bar(stages, [row["bytes_out"] / 1e12 for row in r["funnel"]])
+    ax.set_ylabel("TB after the stage")
+    ax.set_title("bytes through the funnel for the token target")
+    ax.tick_params(axis="x", rotation=45)
+    return fig
+
+
 def export_tab(state: FunnelState) -> pn.viewable.Viewable:
     text = pn.pane.Markdown(name="config")
 
@@ -169,8 +216,8 @@ def create(run_dir: str | Path) -> pn.viewable.Viewable:
     """One session's dashboard for a run directory."""
     run_dir = Path(run_dir)
     state = FunnelState(run_dir)
-    tabs = pn.Tabs(funnel_tab(state), dedup_tab(ClusterState(run_dir)), tokens_tab(run_dir), export_tab(state),
-                   dynamic=True)
+    tabs = pn.Tabs(funnel_tab(state), dedup_tab(ClusterState(run_dir)), tokens_tab(run_dir),
+                   planner_tab(PlannerState(run_dir)), export_tab(state), dynamic=True)
     return pn.Column(pn.pane.Markdown(f"## corpus-lab · `{run_dir}`"), tabs)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import polars as pl
 
-from lab import dedup, knobs, query
+from lab import dedup, knobs, plan, query
 from lab.config import Config, dumps, load
 from lab.stages import near_dedup
 
@@ -110,6 +110,32 @@ class ClusterState:
     def s_curve(self) -> tuple[Any, Any]:
         cfg = load(Path(self.run_dir) / "config.yaml").stages.near_dedup
         return dedup.s_curve(cfg.bands, cfg.rows)
+
+
+@dataclass
+class PlannerState:
+    """The throughput planner's inputs (defaults measured on the run) and its outputs (``lab.plan``)."""
+
+    run_dir: Path
+    token_target: float = 1e12
+    days: float = 30.0
+    gpus: int = 256
+    deadline_days: float = 7.0
+    bytes_per_token_on_disk: int = 4
+    measured: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.measured = plan.from_manifest(self.run_dir)
+
+    @property
+    def bytes_per_token(self) -> float:
+        return self.measured["bytes_per_token"] or 4.0  # no token counts yet: a common figure for BPE on English
+
+    def result(self) -> dict:
+        return plan.plan(self.token_target, self.days, self.gpus, retentions=self.measured["retention"]["bytes"],
+                         bytes_per_token=self.bytes_per_token,
+                         stage_cpu_seconds_per_byte=self.measured["stage_cpu_seconds_per_byte"],
+                         deadline_days=self.deadline_days, bytes_per_token_on_disk=self.bytes_per_token_on_disk)
 
 
 GRID = near_dedup.GRID

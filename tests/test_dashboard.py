@@ -10,9 +10,9 @@ import urllib.request
 
 import pytest
 
-from apps.state import ClusterState, FunnelState
+from apps.state import ClusterState, FunnelState, PlannerState
 from lab import engine, query, sample
-from lab.config import Config, EngineConfig, InputConfig, loads
+from lab.config import Config, EngineConfig, InputConfig, load, loads
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +58,16 @@ def test_cluster_state_pages_and_diffs(run_dir):
     assert "".join(t for op, t in ops if op != "+") == m["text"][0]
     s, p = cs.s_curve()
     assert p[0] == 0 and p[-1] == 1
+
+
+def test_planner_state_uses_the_run_measurements(run_dir):
+    ps = PlannerState(run_dir, token_target=2e9, days=10, gpus=8, deadline_days=2)
+    r = ps.result()
+    f = query.funnel(run_dir, load(run_dir / "config.yaml"))
+    kept, raw = f["bytes_out"][-1], f["bytes_in"][0]
+    assert abs(r["retention_product"] - kept / raw) < 1e-12
+    assert abs(r["raw_bytes"] - 2e9 * ps.bytes_per_token * raw / kept) / r["raw_bytes"] < 1e-9
+    assert abs(r["throughput"]["tokens_per_s"] - 2e9 / (10 * 86400)) < 1e-6
 
 
 def _free_port() -> int:
