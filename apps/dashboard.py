@@ -59,7 +59,8 @@ def funnel_tab(state: FunnelState) -> pn.viewable.Viewable:
         table.value = f.to_pandas()
         r = state.retention()
         retention.object = "**Kept:** " + ", ".join(f"{k} {v:.1%}" for k, v in r.items())
-        samples.value = state.dropped(stage.value).drop("text").to_pandas()
+        d = state.dropped(stage.value).drop("text")
+        samples.value = d.with_columns(d["doc_id"].cast(str)).to_pandas()  # 64-bit ids: exact as text
 
     controls = []
     for k in state.knobs():
