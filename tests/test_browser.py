@@ -95,11 +95,8 @@ def test_slider_moves_the_funnel_to_what_lab_query_gives(served, browser):
     assert _funnel_rows(page) == expect
     # move gopher_quality.min_words with the keyboard: each key press is a release (value_throttled);
     # the last one decides
-    label = page.get_by_text("gopher_quality.min_words", exact=False).first
-    handle = label.locator("xpath=ancestor::div[contains(@class,'bk-input-group') or contains(@class,'bk-slider')][1]"
-                           ).locator(".noUi-handle").first
-    if handle.count() == 0:
-        handle = page.locator(".noUi-handle").nth(2)  # extract.min_chars, language.min_score, then this one
+    handle = page.locator(".bk-input-group", has=page.locator(".bk-slider-title", has_text="gopher_quality.min_words:")
+                          ).locator(".noUi-handle").first
     handle.focus()
     handle.press("End")  # to the longest document's word count: a release, so one query
     for _ in range(3):
