@@ -48,6 +48,7 @@ def funnel_tab(state: FunnelState) -> pn.viewable.Viewable:
     by = pn.widgets.Select(name="split by", options=["(none)", "lang", "source"], value="(none)")
     stage = pn.widgets.Select(name="dropped by stage", options=list(query.STAGE_NAMES), value="gopher_quality")
     samples = pn.widgets.Tabulator(disabled=True, show_index=False, height=260, name="dropped")
+    chart = pn.pane.Matplotlib(dpi=80, height=280, tight=True, name="funnel chart")
 
     def refresh(*_):
         try:
@@ -59,6 +60,15 @@ def funnel_tab(state: FunnelState) -> pn.viewable.Viewable:
         table.value = f.to_pandas()
         r = state.retention()
         retention.object = "**Kept:** " + ", ".join(f"{k} {v:.1%}" for k, v in r.items())
+        # the numbers go out now; the chart and the sampled documents follow on the next tick
+        doc = pn.state.curdoc
+        if doc is not None and doc.session_context is not None:
+            doc.add_next_tick_callback(details)
+        else:
+            details()
+
+    def details():
+        chart.object = _funnel_figure(state.funnel())
         d = state.dropped(stage.value).drop("text")
         samples.value = d.with_columns(d["doc_id"].cast(str)).to_pandas()  # 64-bit ids: exact as text
 
@@ -82,7 +92,26 @@ def funnel_tab(state: FunnelState) -> pn.viewable.Viewable:
     stage.param.watch(refresh, "value")
     refresh()
     sidebar = pn.Column(*controls, width=360, height=760, scroll=True)
-    return pn.Row(sidebar, pn.Column(retention, error, by, table, stage, samples), name="Funnel")
+    return pn.Row(sidebar, pn.Column(retention, error, chart, by, table, stage, samples), name="Funnel")
+
+
+def _funnel_figure(f):
+    """Share of documents, bytes and tokens still in after each stage (the retention product so far)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(8, 3.4), layout="constrained")
+    ax = fig.add_subplot()
+    stages = f["stage"].to_list()
+    for unit in ("docs", "bytes", "tokens"):
+        if f"{unit}_out" in f.columns and f[f"{unit}_in"][0]:
+            ax.plot(stages, (f[f"{unit}_out"] / f[f"{unit}_in"][0]).to_list(), marker="o", label=unit)
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("share still in")
+    ax.set_title("the funnel: what survives each stage")
+    ax.tick_params(axis="x", rotation=30)
+    ax.grid(alpha=0.3)
+    ax.legend()
+    return fig
 
 
 def dedup_tab(cs: ClusterState) -> pn.viewable.Viewable:
@@ -125,7 +154,7 @@ def _s_curve_figure(cs: ClusterState):
     from matplotlib.figure import Figure
 
     s, p = cs.s_curve()
-    fig = Figure(figsize=(5, 3))
+    fig = Figure(figsize=(5, 3), layout="constrained")
     ax = fig.add_subplot()
     ax.plot(s, p)
     ax.set_xlabel("Jaccard similarity s")
@@ -135,8 +164,45 @@ def _s_curve_figure(cs: ClusterState):
     return fig
 
 
+def _packing_figure(run_dir: Path):
+    from matplotlib.figure import Figure
+
+    p = query.packing(run_dir)
+    fig = Figure(figsize=(6, 3), layout="constrained")
+    ax = fig.add_subplot()
+    lens = sorted(set(p["seq_len"].to_list()))
+    width = 0.8 / max(len(lens), 1)
+    strategies = sorted(set(p["strategy"].to_list()))
+    for i, n in enumerate(lens):
+        rows = p.filter(p["seq_len"] == n).sort("strategy")
+        ax.bar([k + i * width for k in range(len(strategies))], rows["utilization"].to_list(), width, label=f"{n}")
+    ax.set_xticks([k + width * (len(lens) - 1) / 2 for k in range(len(strategies))], strategies)
+    ax.set_ylabel("utilization")
+    ax.set_title("packing: real tokens / slots")
+    ax.legend(title="seq_len")
+    return fig
+
+
+def _fertility_figure(run_dir: Path):
+    from matplotlib.figure import Figure
+
+    f = query.fertility(run_dir, "lang")
+    f = f.filter(f["bytes_per_token"].is_not_null())  # documents with no tokens (empty text) have no figure
+    fig = Figure(figsize=(6, 3), layout="constrained")
+    ax = fig.add_subplot()
+    ax.bar([str(x) for x in f["lang"].to_list()], f["bytes_per_token"].to_list())
+    ax.set_ylabel("bytes per token")
+    ax.set_title("the run's tokenizer, by language")
+    return fig
+
+
 def tokens_tab(run_dir: Path) -> pn.viewable.Viewable:
     parts = []
+    for fig in (_fertility_figure, _packing_figure):
+        try:
+            parts.append(pn.pane.Matplotlib(fig(run_dir), dpi=80, height=260, tight=True))
+        except LabError as e:
+            parts.append(pn.pane.Alert(str(e), alert_type="info"))
     for title, fn in (("Fertility by language", lambda: query.fertility(run_dir, "lang")),
                       ("Fertility by source", lambda: query.fertility(run_dir, "source")),
                       ("Tokenizer comparison (corpus-lab fertility)", lambda: query.fertility_comparison(run_dir)),
@@ -186,7 +252,7 @@ def planner_tab(ps: PlannerState) -> pn.viewable.Viewable:
 def _plan_figure(r: dict):
     from matplotlib.figure import Figure
 
-    fig = Figure(figsize=(7, 3))
+    fig = Figure(figsize=(7, 3.4), layout="constrained")
     ax = fig.add_subplot()
     stages = [row["stage"] for row in r["funnel"]]
     ax.bar(stages, [row["bytes_out"] / 1e12 for row in r["funnel"]])

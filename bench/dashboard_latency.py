@@ -88,11 +88,12 @@ def session(url: str, moves: int, out: mp.Queue) -> None:
             before = kept.inner_text()
             t = time.perf_counter()
             handle.press("ArrowRight")
-            try:
-                page.wait_for_function("([el, b]) => el.innerText !== b", arg=[kept.element_handle(), before],
-                                       timeout=10_000, polling=20)
+            # the pane re-renders its element: poll through the locator (re-resolved each time)
+            while time.perf_counter() - t < 10 and kept.inner_text() == before:
+                page.wait_for_timeout(10)
+            if kept.inner_text() != before:
                 lat.append(time.perf_counter() - t)
-            except Exception:  # noqa: BLE001 - no document between the two thresholds, or an error shown
+            else:  # no document between the two thresholds, or an error shown
                 alert = page.locator(".alert-danger").first
                 if alert.count() and alert.is_visible():
                     errors += 1

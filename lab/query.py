@@ -608,11 +608,16 @@ def dropped_samples(run: str | Path | Run, config: Config, stage: str, n: int = 
     module = next(m for m in STAGES if m.NAME == stage)
     sig_cols = [c for c in module.SIGNALS if c in r.columns]
     cols = ", ".join(f"s.{_ident(c)}" for c in sig_cols)
+    codes = [i for i, x in enumerate(rules) if x.stage == stage]
+    if not codes or n == 0:
+        return pl.DataFrame(schema={"doc_id": pl.Int64, "reason": pl.Utf8, "source": pl.Utf8, "text": pl.Utf8})
     cur = r.cursor()
-    sql = (f"WITH f AS (SELECT doc_id, {_reason_of(rules)} AS reason FROM ({_with_near(r, cur, rules, codes_sql(rules, run=r))})) "
-           f"SELECT f.doc_id, f.reason, s.source, {cols}{', ' if cols else ''}d.text "
-           f"FROM f JOIN signals s USING (doc_id) JOIN docs d USING (doc_id) "
-           f"WHERE f.reason LIKE {_q(stage + '.%')} ORDER BY hash(f.doc_id, {int(seed)}), f.doc_id LIMIT {int(n)}")
+    order = f"hash(doc_id, {int(seed)}), doc_id"
+    # pick the sample first, then read only its signals and texts
+    sql = (f"WITH pick AS (SELECT doc_id, code FROM ({_with_near(r, cur, rules, codes_sql(rules, run=r))}) "
+           f"WHERE code IN ({', '.join(map(str, codes))}) ORDER BY {order} LIMIT {int(n)}) "
+           f"SELECT pick.doc_id, {_reason_of(rules)} AS reason, s.source, {cols}{', ' if cols else ''}d.text "
+           f"FROM pick JOIN signals s USING (doc_id) LEFT JOIN docs d USING (doc_id) ORDER BY {order}")
     return cur.sql(sql).pl()
 
 

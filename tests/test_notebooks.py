@@ -46,7 +46,7 @@ def jupyter_path(tmp_path_factory):
 def test_notebooks_are_found():
     # an empty glob would parametrize nothing and pass silently
     assert {"01_explore_thresholds.ipynb", "02_fertility_and_packing.ipynb", "03_dedup_clusters.ipynb",
-            "04_export_and_run.ipynb"} <= {p.name for p in NOTEBOOKS}
+            "04_export_and_run.ipynb", "05_throughput_planning.ipynb"} <= {p.name for p in NOTEBOOKS}
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
