@@ -80,13 +80,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_dir(path: str) -> Path:
+    """A run directory given on the command line, or a clear error."""
+    run_dir = Path(path)
+    if not (run_dir / "config.yaml").is_file():
+        raise ConfigError(f"{str(run_dir)!r} is not a run directory (no config.yaml); make one with `corpus-lab run` "
+                          "(runs/<name>; the embedded sample goes to runs/sample)")
+    return run_dir
+
+
 def cmd_funnel(args: argparse.Namespace) -> int:
     from lab import query
 
-    run_dir = Path(args.run)
-    if not (run_dir / "config.yaml").is_file():
-        raise ConfigError(f"{str(run_dir)!r} is not a run directory (no config.yaml); runs are made by "
-                          "`corpus-lab run` under runs/<name>")
+    run_dir = _run_dir(args.run)
     cfg = load(args.config) if args.config else load(run_dir / "config.yaml")
     df = query.funnel(run_dir, cfg, by=args.by)
     if args.by:
@@ -104,10 +110,7 @@ def cmd_clusters(args: argparse.Namespace) -> int:
 
     from lab import query
 
-    run_dir = Path(args.run)
-    if not (run_dir / "config.yaml").is_file():
-        raise ConfigError(f"{str(run_dir)!r} is not a run directory (no config.yaml); runs are made by "
-                          "`corpus-lab run` under runs/<name>")
+    run_dir = _run_dir(args.run)
     with pl.Config(tbl_rows=500, tbl_width_chars=180, float_precision=3, fmt_str_lengths=60):
         if args.show is not None:
             print(query.cluster_members(run_dir, args.show, args.threshold).drop("text", "content_hash"))
@@ -121,7 +124,7 @@ def cmd_clusters(args: argparse.Namespace) -> int:
 def cmd_verify_tokens(args: argparse.Namespace) -> int:
     from lab import loader
 
-    split_dir = Path(args.run) / "tokens" / args.split
+    split_dir = _run_dir(args.run) / "tokens" / args.split
     res = loader.verify(split_dir, world_size=args.world, num_workers=args.workers, seed=args.seed, epoch=args.epoch,
                         save_at=args.save_at)
     print(f"{split_dir}: {res['sequences']} sequences x {res['seq_len']} tokens, world {args.world} x "
@@ -137,10 +140,7 @@ def cmd_fertility(args: argparse.Namespace) -> int:
 
     from lab import fertility
 
-    run_dir = Path(args.run)
-    if not (run_dir / "config.yaml").is_file():
-        raise ConfigError(f"{str(run_dir)!r} is not a run directory (no config.yaml); runs are made by "
-                          "`corpus-lab run` under runs/<name>")
+    run_dir = _run_dir(args.run)
     cfg = load(args.config) if args.config else load(run_dir / "config.yaml")
     sizes = tuple(int(v) for v in args.vocab_sizes.split(","))
     table = fertility.compare(run_dir, cfg, vocab_sizes=sizes, d_model=args.d_model, held_out=args.held_out)
@@ -154,10 +154,7 @@ def cmd_fertility(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    run_dir = Path(args.run)
-    if not (run_dir / "config.yaml").is_file():
-        raise ConfigError(f"{str(run_dir)!r} is not a run directory (no config.yaml); make one with `corpus-lab run` "
-                          "(the embedded sample goes to runs/sample)")
+    run_dir = _run_dir(args.run)
     from apps import dashboard
 
     print(f"corpus-lab dashboard for {run_dir} on http://{args.address}:{args.port}/ (Ctrl-C stops it)", flush=True)
