@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from lab import engine, knobs, query, sample
-from lab.config import Config, EngineConfig, InputConfig, load, loads
+from lab import knobs, query
+from lab.config import load, loads
 
 CHROMIUM = shutil.which("chromium")
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
@@ -28,15 +28,12 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is n
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory):
-    syn = sample.build(root=tmp_path_factory.mktemp("data") / "sample", real=False) / "synthetic"
-    cfg = Config(name="b", output_dir=str(tmp_path_factory.mktemp("runs")), inputs=(InputConfig(path=str(syn)),),
-                 engine=EngineConfig(n_workers=1))
-    engine.run(cfg, progress=False)
+def served(synthetic_run_dir):
+    run_dir = synthetic_run_dir
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "lab.cli", "serve", str(cfg.run_dir), "--port", str(port)],
+    proc = subprocess.Popen([sys.executable, "-m", "lab.cli", "serve", str(run_dir), "--port", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}/"
     deadline = time.time() + 120
@@ -48,7 +45,7 @@ def served(tmp_path_factory):
             if proc.poll() is not None:
                 raise AssertionError(proc.stderr.read()) from None
             time.sleep(0.5)
-    yield cfg.run_dir, url
+    yield run_dir, url
     proc.terminate()
     proc.wait(timeout=30)
 

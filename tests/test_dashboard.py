@@ -11,17 +11,13 @@ import urllib.request
 import pytest
 
 from apps.state import ClusterState, FunnelState, PlannerState
-from lab import engine, query, sample
-from lab.config import Config, EngineConfig, InputConfig, load, loads
+from lab import query
+from lab.config import load, loads
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
-    syn = sample.build(root=tmp_path_factory.mktemp("data") / "sample", real=False) / "synthetic"
-    cfg = Config(name="d", output_dir=str(tmp_path_factory.mktemp("runs")), inputs=(InputConfig(path=str(syn)),),
-                 engine=EngineConfig(n_workers=1))
-    engine.run(cfg, progress=False)
-    return cfg.run_dir
+def run_dir(synthetic_run_dir):
+    return synthetic_run_dir
 
 
 def test_funnel_state_follows_the_knobs(run_dir):

@@ -16,19 +16,12 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from lab import engine, sample
-from lab.config import Config, EngineConfig, InputConfig
-
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory):
-    syn = sample.build(root=tmp_path_factory.mktemp("data") / "sample", real=False) / "synthetic"
-    cfg = Config(name="nb", output_dir=str(tmp_path_factory.mktemp("runs")), inputs=(InputConfig(path=str(syn)),),
-                 engine=EngineConfig(n_workers=1))
-    engine.run(cfg, progress=False)
-    return cfg.run_dir
+def run_dir(synthetic_run_dir):
+    return synthetic_run_dir
 
 
 @pytest.fixture(scope="module")
