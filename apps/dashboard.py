@@ -58,17 +58,18 @@ def funnel_tab(state: FunnelState) -> pn.viewable.Viewable:
             return
         error.visible = False
         table.value = f.to_pandas()
-        r = state.retention()
+        whole = f if by.value == "(none)" else state.funnel()
+        r = state.retention(whole)
         retention.object = "**Kept:** " + ", ".join(f"{k} {v:.1%}" for k, v in r.items())
         # the numbers go out now; the chart and the sampled documents follow on the next tick
         doc = pn.state.curdoc
         if doc is not None and doc.session_context is not None:
-            doc.add_next_tick_callback(details)
+            doc.add_next_tick_callback(lambda: details(whole))
         else:
-            details()
+            details(whole)
 
-    def details():
-        chart.object = _funnel_figure(state.funnel())
+    def details(whole):
+        chart.object = _funnel_figure(whole)
         d = state.dropped(stage.value).drop("text")
         samples.value = d.with_columns(d["doc_id"].cast(str)).to_pandas()  # 64-bit ids: exact as text
 

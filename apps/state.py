@@ -56,9 +56,10 @@ class FunnelState:
     def funnel(self, by: str | None = None) -> pl.DataFrame:
         return query.funnel(self.run, self.config, by=by)
 
-    def retention(self) -> dict[str, float]:
-        """Documents, bytes (and tokens) kept over all stages: the retention product."""
-        f = self.funnel()
+    def retention(self, f: pl.DataFrame | None = None) -> dict[str, float]:
+        """Documents, bytes (and tokens) kept over all stages: the retention product (of ``f``, the
+        ungrouped funnel of the current thresholds, when the caller already has it)."""
+        f = self.funnel() if f is None else f
         first, last = f.row(0, named=True), f.row(-1, named=True)
         out = {"docs": last["docs_out"] / first["docs_in"] if first["docs_in"] else 1.0,
                "bytes": last["bytes_out"] / first["bytes_in"] if first["bytes_in"] else 1.0}
