@@ -208,7 +208,7 @@ def _run_all(client, cfg: Config, layout: RunLayout, parts: list[Partition], tod
         _run_tasks(client, cfg, layout, todo, buckets, progress=progress)
     _run_dedup(client, cfg, layout, parts, buckets, progress=progress)
     _run_tokenize(client, cfg, layout, parts, progress=progress)
-    _materialize(cfg, layout)
+    _materialize(client, cfg, layout, progress=progress)
 
 
 def _tokens_current(cfg: Config, layout: RunLayout) -> bool:
@@ -222,11 +222,41 @@ def _tokens_current(cfg: Config, layout: RunLayout) -> bool:
     return d.get("config_hash") == cfg.config_hash() and d.get("tokenizer_sha256") == read_json(layout.tokenizer_fit)["sha256"]
 
 
-def _materialize(cfg: Config, layout: RunLayout) -> None:
+def _materialize(client, cfg: Config, layout: RunLayout, *, progress: bool) -> None:
+    """Shuffle the kept documents' tokens into shards (one task per tokenized partition), then pack and
+    write each shard (one task per shard): ``lab.materialize``."""
+    from distributed import as_completed
+    from tqdm import tqdm
+
     from lab import materialize
 
-    if cfg.tokenizer.enabled and layout.tokenizer_fit.exists() and not _tokens_current(cfg, layout):
-        materialize.run(cfg, layout)
+    if not (cfg.tokenizer.enabled and layout.tokenizer_fit.exists()) or _tokens_current(cfg, layout):
+        return
+    job = materialize.prepare(cfg, layout)
+    materialize.start(layout)
+    root = str(layout.root)
+    run_id = hashlib.blake2b(f"{layout.root.resolve()}|{cfg.config_hash()}|{job.sha256}".encode(),
+                             digest_size=8).hexdigest()
+    dest = client.scatter((job.dest_doc, job.dest_batch), broadcast=True, hash=False)
+    bar = tqdm(total=len(job.keys) + job.n_batches, unit="task", desc="materialize", disable=not progress,
+               file=sys.stderr, dynamic_ncols=True)
+    try:
+        scattered = [client.submit(materialize.scatter_partition, root, k, job.sha256, dest, job.n_batches,
+                                   key=f"tokens-scatter-{run_id}-{k}", retries=cfg.engine.retries, pure=False)
+                     for k in job.keys]
+        for f in as_completed(scattered):
+            f.result()
+            bar.update(1)
+        shards = [client.submit(materialize.write_one_shard, root, job.keys, t, job.dtype, job.eod, job.pad_id,
+                                key=f"tokens-shard-{run_id}-{t.split}-{t.index}", retries=cfg.engine.retries, pure=False)
+                  for t in job.shards]
+        for f in as_completed(shards):
+            f.result()
+            bar.update(1)
+        infos = client.gather(shards)
+    finally:
+        bar.close()
+    materialize.finish(cfg, layout, job, infos)
 
 
 def _tokenizer_state(cfg: Config, layout: RunLayout, parts: list[Partition]) -> dict:

@@ -15,23 +15,40 @@
    splits of every strategy at 512, 2048 and 8192 tokens on the train split (what the Packing tab
    compares).
 
-Runs in the calling process: memory is the kept tokens of one split (4 bytes per token while
-packing). Same config and input, same bytes, whatever the workers.
+Runs as two rounds of tasks, so no process holds more than one partition's or one shard's
+tokens (``lab.engine`` submits them to Dask; ``run`` does the same in the calling process):
+
+- ``prepare`` (the driver): the kept documents' ``doc_id`` and token count only -> the order, the split and
+  every split's packing plan, cut into shards of ``pack.shard_sequences`` sequences. Memory: a few
+  integers per kept document.
+- ``scatter_partition`` (one task per tokenized partition): the partition's kept documents' token
+  ids, regrouped by the shard they go to (one Arrow record batch per shard; a document that
+  ``concat`` splits across shards goes to each).
+- ``write_one_shard`` (one task per shard): that shard's record batch from every partition,
+  packed by the shard's slice of the plan and written.
+- ``finish``: manifests and ``stats/packing.json``, then ``tokens/`` replaces the old one at once
+  (everything is built under ``.tmp-tokens/``, so an interrupted materialize leaves no ``tokens/``
+  that looks complete).
+
+Same config and input, same bytes, whatever the workers or the partitioning.
 """
 
 from __future__ import annotations
 
 import shutil
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lab import pack, tokenize
 from lab.config import Config
 from lab.errors import LabError
 from lab.io.run import RunLayout
-from lab.io.shards import SplitManifest, token_dtype, write_manifest, write_shard
-from lab.io.writers import read_json, write_json
+from lab.io.shards import ShardInfo, SplitManifest, token_dtype, write_manifest, write_shard
+from lab.io.writers import atomic, read_json, write_json
 
 COMPARE_SEQ_LENS = (512, 2048, 8192)
 
@@ -83,41 +100,197 @@ def kept_tokens(cfg: Config, layout: RunLayout, sha256: str) -> tuple[np.ndarray
     return kept, [ids[int(x)] for x in kept]
 
 
-def run(cfg: Config, layout: RunLayout) -> dict:
-    """Write ``tokens/`` and ``stats/packing.json`` for the run's config; returns a summary."""
+@dataclass(frozen=True)
+class ShardTask:
+    """One output shard: sequences ``plan`` (a slice of its split's plan, documents renumbered
+    ``0..len(doc_ids)-1``) whose documents are ``doc_ids``; ``ends[i]`` tokens of document ``i`` are
+    placed (EOD included; fewer than all when the document continues in the next shard)."""
+
+    split: str
+    index: int  # shard number within the split
+    batch: int  # record batch of every scattered partition that holds this shard's documents
+    plan: pack.Plan
+    doc_ids: np.ndarray
+    ends: np.ndarray
+
+
+@dataclass
+class Job:
+    """Everything the tasks need, decided by the driver from token counts alone."""
+
+    sha256: str
+    dtype: np.dtype
+    eod: int
+    pad_id: int
+    vocab_size: int
+    keys: list[str]  # tokenized partitions to scatter
+    shards: list[ShardTask]
+    dest_doc: np.ndarray  # sorted doc_ids (a document repeats when it goes to several shards) ...
+    dest_batch: np.ndarray  # ... and the shard (record batch) each goes to
+    summary: dict  # per split: documents + packing stats
+    compare: dict  # strategy@seq_len -> stats on the train split
+
+    @property
+    def n_batches(self) -> int:
+        return len(self.shards)
+
+
+def _kept_lengths(cfg: Config, layout: RunLayout, sha256: str) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Tokenized partition keys, and the doc_ids (sorted) and token counts of every kept document."""
+    from lab import query
+
+    reasons = query.drop_reasons(query.open_run(layout.root, refresh=True), cfg)
+    kept = np.sort(reasons.filter(reasons["reason"].is_null())["doc_id"].to_numpy())
+    keys, ids, counts = [], [], []
+    for f in sorted(layout.tokenized_dir.glob("part-*.parquet")):
+        done = read_json(f.with_suffix(".json"))
+        if done.get("sha256") != sha256:
+            raise LabError(f"{f} was counted with tokenizer {str(done.get('sha256'))[:16]}…, the run's is "
+                           f"{sha256[:16]}…; rerun `corpus-lab run` to recount")
+        t = pq.read_table(f, columns=["doc_id", "n_tokens"])
+        keys.append(f.stem.split("-", 1)[1])
+        ids.append(t.column("doc_id").to_numpy())
+        counts.append(t.column("n_tokens").to_numpy())
+    all_ids = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
+    all_counts = np.concatenate(counts) if counts else np.zeros(0, dtype=np.int32)
+    order = np.argsort(all_ids, kind="stable")
+    all_ids, all_counts = all_ids[order], all_counts[order]
+    at = np.searchsorted(all_ids, kept)
+    found = (at < all_ids.size) & (all_ids[np.minimum(at, max(all_ids.size - 1, 0))] == kept) if all_ids.size else \
+        np.zeros(kept.size, dtype=bool)
+    if not found.all():
+        raise LabError(f"{int((~found).sum())} kept documents have no token counts (e.g. doc_id "
+                       f"{int(kept[~found][0])}); rerun `corpus-lab run` to finish tokenizing")
+    return keys, kept, all_counts[at].astype(np.int64)
+
+
+def _slice(p: pack.Plan, a: int, b: int, split_ids: np.ndarray) -> tuple[pack.Plan, np.ndarray, np.ndarray]:
+    """Sequences ``a:b`` of ``p`` as a plan of their own; its documents' doc_ids and placed lengths."""
+    lo, hi = int(p.seq_offsets[a]), int(p.seq_offsets[b])
+    doc = p.piece_doc[lo:hi]
+    local_docs, local = np.unique(doc, return_inverse=True)
+    end = p.piece_end[lo:hi]
+    ends = np.zeros(local_docs.size, dtype=np.int64)
+    np.maximum.at(ends, local, end)
+    sub = pack.Plan(p.strategy, p.seq_len, int(local_docs.size), local.astype(np.int64), p.piece_start[lo:hi],
+                    end, p.seq_offsets[a:b + 1] - lo)
+    return sub, split_ids[local_docs], ends
+
+
+def prepare(cfg: Config, layout: RunLayout) -> Job:
+    """Order, split and plan the kept documents from their token counts; cut the plans into shards."""
     if not layout.tokenizer_fit.exists():
         raise LabError(f"{layout.root} has no tokenizer (tokenizer/fit.json); run `corpus-lab run` with "
                        "tokenizer.enabled: true")
-    fit = read_json(layout.tokenizer_fit)
-    sha = fit["sha256"]
+    sha = read_json(layout.tokenizer_fit)["sha256"]
     tok = tokenize.load(layout, sha)  # refuses a tokenizer.json that changed
-    eod, pad_id = tok.token_to_id(tokenize.EOD), tok.token_to_id(tokenize.PAD)
-    dtype = token_dtype(tok.get_vocab_size())
-    doc_ids, ids = kept_tokens(cfg, layout, sha)
+    keys, doc_ids, counts = _kept_lengths(cfg, layout, sha)
     order, is_val = order_and_split(doc_ids, cfg.pack.shuffle_seed, cfg.pack.val_fraction)
-    tmp = layout.tokens.with_name(".tmp-tokens")
-    shutil.rmtree(tmp, ignore_errors=True)
-    summary: dict = {"tokenizer_sha256": sha, "config_hash": cfg.config_hash(), "splits": {}}
+    shards: list[ShardTask] = []
+    summary: dict = {}
     compare: dict = {}
+    k = cfg.pack.shard_sequences
     for split, members in (("train", order[~is_val]), ("val", order[is_val])):
-        lengths = np.array([ids[i].size + 1 for i in members], dtype=np.int64)
+        lengths = counts[members] + 1  # + EOD
         p = pack.plan(lengths, cfg.pack.seq_len, cfg.pack.strategy)
-        tokens, cu = pack.materialize(p, lambda k, members=members: np.append(ids[members[k]], eod), pad_id, dtype)
-        m = SplitManifest(split=split, dtype=dtype.name, seq_len=cfg.pack.seq_len, eod_id=eod, pad_id=pad_id,
-                          vocab_size=tok.get_vocab_size(), tokenizer_sha256=sha, config_hash=cfg.config_hash(),
-                          shuffle_seed=cfg.pack.shuffle_seed, packing=cfg.pack.strategy)
-        k = cfg.pack.shard_sequences
-        for s, a in enumerate(range(0, len(tokens), k)):
-            m.shards.append(write_shard(tmp / split, s, tokens[a:a + k], cu[a:a + k], dtype))
-        (tmp / split).mkdir(parents=True, exist_ok=True)
-        write_manifest(tmp / split, m)
-        summary["splits"][split] = {"documents": int(members.size), **p.stats(lengths)}
+        summary[split] = {"documents": int(members.size), **p.stats(lengths)}
+        split_ids = doc_ids[members]
+        for s, a in enumerate(range(0, p.sequences, k)):
+            sub, ids, ends = _slice(p, a, min(a + k, p.sequences), split_ids)
+            shards.append(ShardTask(split, s, len(shards), sub, ids, ends))
         if split == "train":
             compare = {f"{strategy}@{n}": pack.plan(lengths, n, strategy).stats(lengths)
                        for strategy in pack.STRATEGIES for n in COMPARE_SEQ_LENS}
+    dest_doc = np.concatenate([t.doc_ids for t in shards]) if shards else np.zeros(0, dtype=np.int64)
+    dest_batch = np.concatenate([np.full(t.doc_ids.size, t.batch, dtype=np.int32) for t in shards]) if shards \
+        else np.zeros(0, dtype=np.int32)
+    by_doc = np.argsort(dest_doc, kind="stable")
+    return Job(sha, token_dtype(tok.get_vocab_size()), tok.token_to_id(tokenize.EOD), tok.token_to_id(tokenize.PAD),
+               tok.get_vocab_size(), keys, shards, dest_doc[by_doc], dest_batch[by_doc], summary, compare)
+
+
+def staging(layout: RunLayout) -> Path:
+    """Where a materialize builds ``tokens/`` (and its shuffle files) before the swap."""
+    return layout.tokens.with_name(".tmp-tokens")
+
+
+def _scattered(layout: RunLayout, key: str) -> Path:
+    return staging(layout) / "shuffle" / f"part-{key}.arrow"
+
+
+def scatter_partition(run_dir: str, key: str, sha256: str, dest: tuple[np.ndarray, np.ndarray], n_batches: int) -> int:
+    """The kept documents of tokenized partition ``key`` regrouped by output shard (one Arrow record
+    batch per shard, in ``dest`` order); returns how many (document, shard) rows it wrote."""
+    layout = RunLayout(Path(run_dir))
+    dest_doc, dest_batch = dest
+    t = pq.read_table(layout.tokenized(key), columns=["doc_id", "ids"])
+    ids = t.column("doc_id").to_numpy()
+    lo, hi = np.searchsorted(dest_doc, ids, "left"), np.searchsorted(dest_doc, ids, "right")
+    n = hi - lo
+    rows = np.repeat(np.arange(ids.size), n)  # a row per (document, shard) it goes to
+    first = np.cumsum(n) - n  # each document's first row
+    batch = dest_batch[np.repeat(lo, n) + np.arange(rows.size) - np.repeat(first, n)]
+    by = np.lexsort((ids[rows], batch))
+    rows, batch = rows[by], batch[by]
+    table = pa.table({"doc_id": pa.array(ids[rows], pa.int64()), "ids": t.column("ids").take(pa.array(rows))})
+    starts = np.searchsorted(batch, np.arange(n_batches + 1))
+    path = _scattered(layout, key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with atomic(path) as tmp, pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
+        for b in range(n_batches):
+            w.write_batch(table.slice(int(starts[b]), int(starts[b + 1] - starts[b])).combine_chunks().to_batches()[0]
+                          if starts[b + 1] > starts[b] else pa.RecordBatch.from_pylist([], schema=table.schema))
+    return int(rows.size)
+
+
+def write_one_shard(run_dir: str, keys: list[str], task: ShardTask, dtype: np.dtype, eod: int, pad_id: int) -> ShardInfo:
+    """Pack and write one shard from its record batch of every scattered partition."""
+    layout = RunLayout(Path(run_dir))
+    found: dict[int, np.ndarray] = {}
+    for key in keys:
+        with pa.memory_map(str(_scattered(layout, key))) as src:
+            b = pa.ipc.open_file(src).get_batch(task.batch)
+            if b.num_rows:
+                col = b.column(1)
+                for i, d in enumerate(b.column(0).to_numpy().tolist()):
+                    found[d] = col[i].values.to_numpy(zero_copy_only=False)
+    missing = [int(d) for d in task.doc_ids if int(d) not in found]
+    if missing:
+        raise LabError(f"shard {task.split}/{task.index}: {len(missing)} documents were not scattered (e.g. doc_id "
+                       f"{missing[0]}); rerun `corpus-lab run`")
+    ids, ends = task.doc_ids.tolist(), task.ends.tolist()
+    tokens, cu = pack.materialize(task.plan, lambda i: np.append(found[ids[i]], eod)[:ends[i]], pad_id, dtype)
+    return write_shard(staging(layout) / task.split, task.index, tokens, cu, dtype)
+
+
+def finish(cfg: Config, layout: RunLayout, job: Job, infos: list[ShardInfo]) -> dict:
+    """Write the split manifests and ``stats/packing.json``; swap the staged shards in as ``tokens/``."""
+    tmp = staging(layout)
+    shutil.rmtree(tmp / "shuffle", ignore_errors=True)
+    for split in ("train", "val"):
+        m = SplitManifest(split=split, dtype=job.dtype.name, seq_len=cfg.pack.seq_len, eod_id=job.eod,
+                          pad_id=job.pad_id, vocab_size=job.vocab_size, tokenizer_sha256=job.sha256,
+                          config_hash=cfg.config_hash(), shuffle_seed=cfg.pack.shuffle_seed, packing=cfg.pack.strategy)
+        m.shards = [info for t, info in zip(job.shards, infos) if t.split == split]
+        (tmp / split).mkdir(parents=True, exist_ok=True)
+        write_manifest(tmp / split, m)
     shutil.rmtree(layout.tokens, ignore_errors=True)
     tmp.rename(layout.tokens)
-    write_json({"chosen": {"strategy": cfg.pack.strategy, "seq_len": cfg.pack.seq_len}, "train": compare,
-                "splits": summary["splits"]}, layout.packing_stats)
-    return summary
+    write_json({"chosen": {"strategy": cfg.pack.strategy, "seq_len": cfg.pack.seq_len}, "train": job.compare,
+                "splits": job.summary}, layout.packing_stats)
+    return {"tokenizer_sha256": job.sha256, "config_hash": cfg.config_hash(), "splits": job.summary}
 
+
+def start(layout: RunLayout) -> None:
+    """Clear what an interrupted materialize left."""
+    shutil.rmtree(staging(layout), ignore_errors=True)
+
+
+def run(cfg: Config, layout: RunLayout) -> dict:
+    """Write ``tokens/`` and ``stats/packing.json`` for the run's config, every task in this process."""
+    job = prepare(cfg, layout)
+    start(layout)
+    for key in job.keys:
+        scatter_partition(str(layout.root), key, job.sha256, (job.dest_doc, job.dest_batch), job.n_batches)
+    infos = [write_one_shard(str(layout.root), job.keys, t, job.dtype, job.eod, job.pad_id) for t in job.shards]
+    return finish(cfg, layout, job, infos)

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lab import engine, loader, materialize, query, sample, tokenize
+from lab import engine, loader, materialize, pack, query, sample, tokenize
 from lab.config import Config, EngineConfig, IngestConfig, InputConfig, PackConfig, TokenizerConfig
 from lab.errors import LabError
 from lab.io.run import RunLayout
@@ -193,3 +193,38 @@ def test_fertility_and_packing_tables(runs):
     assert (p.filter(p["strategy"] == "pad")["tokens_truncated"] > 0).any()
     with pytest.raises(Exception, match="by='x'"):
         query.fertility(a.run_dir, "x")
+
+
+@pytest.mark.parametrize("strategy", ["concat", "pad", "best_fit"])
+def test_sharded_materialize_equals_one_whole_packing(runs, tmp_path, strategy):
+    """Each shard is packed by its own task from the scattered partitions; together they are the
+    whole split packed at once, also when a document spans two shards (concat)."""
+    _, b = runs
+    copy = tmp_path / "b"
+    shutil.copytree(b.run_dir, copy)
+    layout = RunLayout(copy)
+    cfg = Config(**{**b.__dict__, "output_dir": str(tmp_path), "name": "b",
+                    "pack": PackConfig(seq_len=128, val_fraction=0.1, shard_sequences=5, strategy=strategy)})
+    out = materialize.run(cfg, layout)
+    sha = read_json(layout.tokenizer_fit)["sha256"]
+    doc_ids, ids = materialize.kept_tokens(cfg, layout, sha)
+    order, is_val = materialize.order_and_split(doc_ids, cfg.pack.shuffle_seed, cfg.pack.val_fraction)
+    spans = 0
+    for split, members in (("train", order[~is_val]), ("val", order[is_val])):
+        whole = [np.append(ids[i], 0) for i in members]
+        p = pack.plan(np.array([x.size for x in whole]), 128, strategy)
+        want, want_cu = pack.materialize(p, whole.__getitem__, 1, np.uint16)
+        m = read_manifest(layout.tokens / split)
+        got, got_cu = [], []
+        for info in m.shards:
+            shard = open_shard(layout.tokens / split, info, m)
+            got.append(np.asarray(shard.tokens))
+            got_cu += [shard.cu_seqlens(i).tolist() for i in range(info.sequences)]
+        assert len(m.shards) == -(-p.sequences // 5) > 2
+        assert (np.concatenate(got) == want).all() and got_cu == [c.tolist() for c in want_cu]
+        assert out["splits"][split]["sequences"] == p.sequences
+        first = np.r_[0, np.cumsum([i.sequences for i in m.shards])][1:-1]  # the first sequence of shards 1..
+        spans += sum(p.pieces(int(s))[0][1] > 0 for s in first)  # starts inside a document
+    if strategy == "concat":
+        assert spans > 0  # some document was cut at a shard boundary
+    assert not (copy / ".tmp-tokens").exists()
