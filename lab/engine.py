@@ -192,23 +192,29 @@ def run(cfg: Config, *, progress: bool = True, overwrite: bool = False, client: 
     todo = [p for p in parts if not _complete(layout, p, shash, buckets)]
     started = time.time()
     dedup_state = _dedup_state(cfg, layout, parts, buckets)
+    steps = {"annotate": {"partitions_run": len(todo), "partitions_reused": len(parts) - len(todo)},
+             "near_dedup": "reused", "tokenizer": "reused" if cfg.tokenizer.enabled else "disabled",
+             "tokenize": {"partitions_run": 0}, "materialize": "reused" if cfg.tokenizer.enabled else "disabled"}
     if (todo or not _dedup_complete(layout, dedup_state) or not _tokenize_complete(cfg, layout, parts)
             or not _tokens_current(cfg, layout)):
         if client is None:
             with client_for(cfg) as c:
-                _run_all(c, cfg, layout, parts, todo, buckets, progress=progress)
+                _run_all(c, cfg, layout, parts, todo, buckets, steps, progress=progress)
         else:
-            _run_all(client, cfg, layout, parts, todo, buckets, progress=progress)
-    return finish(cfg, layout, parts, reused=len(parts) - len(todo), seconds=time.time() - started)
+            _run_all(client, cfg, layout, parts, todo, buckets, steps, progress=progress)
+    return finish(cfg, layout, parts, steps=steps, seconds=time.time() - started)
 
 
 def _run_all(client, cfg: Config, layout: RunLayout, parts: list[Partition], todo: list[Partition], buckets: int,
-             *, progress: bool) -> None:
+             steps: dict, *, progress: bool) -> None:
+    """Every step whose inputs changed; ``steps`` records what each step did (run or reused)."""
     if todo:
         _run_tasks(client, cfg, layout, todo, buckets, progress=progress)
-    _run_dedup(client, cfg, layout, parts, buckets, progress=progress)
-    _run_tokenize(client, cfg, layout, parts, progress=progress)
-    _materialize(client, cfg, layout, progress=progress)
+    if _run_dedup(client, cfg, layout, parts, buckets, progress=progress):
+        steps["near_dedup"] = "computed"
+    steps.update(_run_tokenize(client, cfg, layout, parts, progress=progress))
+    if _materialize(client, cfg, layout, progress=progress):
+        steps["materialize"] = "computed"
 
 
 def _tokens_current(cfg: Config, layout: RunLayout) -> bool:
@@ -222,7 +228,7 @@ def _tokens_current(cfg: Config, layout: RunLayout) -> bool:
     return d.get("config_hash") == cfg.config_hash() and d.get("tokenizer_sha256") == read_json(layout.tokenizer_fit)["sha256"]
 
 
-def _materialize(client, cfg: Config, layout: RunLayout, *, progress: bool) -> None:
+def _materialize(client, cfg: Config, layout: RunLayout, *, progress: bool) -> bool:
     """Shuffle the kept documents' tokens into shards (one task per tokenized partition), then pack and
     write each shard (one task per shard): ``lab.materialize``."""
     from distributed import as_completed
@@ -231,7 +237,7 @@ def _materialize(client, cfg: Config, layout: RunLayout, *, progress: bool) -> N
     from lab import materialize
 
     if not (cfg.tokenizer.enabled and layout.tokenizer_fit.exists()) or _tokens_current(cfg, layout):
-        return
+        return False
     job = materialize.prepare(cfg, layout)
     materialize.start(layout)
     root = str(layout.root)
@@ -257,13 +263,14 @@ def _materialize(client, cfg: Config, layout: RunLayout, *, progress: bool) -> N
     finally:
         bar.close()
     materialize.finish(cfg, layout, job, infos)
+    return True
 
 
 def _tokenizer_state(cfg: Config, layout: RunLayout, parts: list[Partition]) -> dict:
-    """What the fitted tokenizer depends on: its config, the selection (which documents are kept)
-    and the annotated partitions."""
-    d = to_dict(cfg)
-    return {"tokenizer": d["tokenizer"], "selection": {"stages": d["stages"], "percentiles": d["percentiles"]},
+    """What the fitted tokenizer depends on: its config and the annotated partitions. Not the
+    thresholds: the tokenizer is fitted once, on the documents the config of that run kept, then
+    frozen, so moving a threshold reselects and repacks without refitting or recounting."""
+    return {"tokenizer": to_dict(cfg)["tokenizer"],
             "partitions": _dedup_state(cfg, layout, parts, n_buckets(cfg, parts))["partitions"]}
 
 
@@ -285,17 +292,19 @@ def _tokenize_complete(cfg: Config, layout: RunLayout, parts: list[Partition]) -
     return fit.get("state") == _tokenizer_state(cfg, layout, parts) and not _tokenize_todo(layout, parts, fit["sha256"])
 
 
-def _run_tokenize(client, cfg: Config, layout: RunLayout, parts: list[Partition], *, progress: bool) -> None:
+def _run_tokenize(client, cfg: Config, layout: RunLayout, parts: list[Partition], *, progress: bool) -> dict:
     """Fit the run's tokenizer on its stratified sample (once; reused while nothing it depends on
-    changes), then count every partition's tokens on the workers, one tokenizer per worker."""
+    changes), then count every partition's tokens on the workers, one tokenizer per worker. Returns
+    what it did, for the manifest's ``last_run.steps``."""
     from distributed import as_completed
     from tqdm import tqdm
 
     from lab import query, tokenize
 
     if not cfg.tokenizer.enabled:
-        return
+        return {}
     state = _tokenizer_state(cfg, layout, parts)
+    did: dict = {}
     fit = read_json(layout.tokenizer_fit) if layout.tokenizer_fit.exists() else {}
     if fit.get("state") != state:
         merge_stats(layout, parts)  # percentile rules need the merged quantiles
@@ -304,9 +313,11 @@ def _run_tokenize(client, cfg: Config, layout: RunLayout, parts: list[Partition]
         if not texts:
             print("corpus-lab: warning: no tokenizer fitted: the config keeps no documents (loosen the thresholds "
                   "to fit one, or set tokenizer.enabled: false)", file=sys.stderr)
-            return
+            return {"tokenizer": "none (no document kept)"}
         tok = tokenize.fit(texts, cfg.tokenizer)
+        did["tokenizer"] = "fitted"
         sha = tokenize.save(tok, layout, {"state": state, "vocab_size": tok.get_vocab_size(),
+                                          "fitted_under_config_hash": cfg.config_hash(),
                                           "sample": {"docs": len(texts), "bytes": int(strata["bytes"].sum()),
                                                      "strata": strata.to_dicts()},
                                           "seconds": round(time.time() - started, 3)})
@@ -327,6 +338,7 @@ def _run_tokenize(client, cfg: Config, layout: RunLayout, parts: list[Partition]
             bar.update(1)
     finally:
         bar.close()
+    return {**did, "tokenize": {"partitions_run": len(keys)}}
 
 
 def _dedup_state(cfg: Config, layout: RunLayout, parts: list[Partition], buckets: int) -> dict:
@@ -344,14 +356,15 @@ def _dedup_complete(layout: RunLayout, state: dict) -> bool:
     return layout.dedup_done.exists() and read_json(layout.dedup_done).get("state") == state
 
 
-def _run_dedup(client, cfg: Config, layout: RunLayout, parts: list[Partition], buckets: int, *, progress: bool) -> None:
-    """The LSH shuffle's reduce tasks, then the spanning-forest merge tree and the grid clusters."""
+def _run_dedup(client, cfg: Config, layout: RunLayout, parts: list[Partition], buckets: int, *, progress: bool) -> bool:
+    """The LSH shuffle's reduce tasks, then the spanning-forest merge tree and the grid clusters
+    (unless the partitions they read are unchanged); whether it ran."""
     from distributed import as_completed
     from tqdm import tqdm
 
     state = _dedup_state(cfg, layout, parts, buckets)
     if _dedup_complete(layout, state):
-        return
+        return False
     layout.dedup_done.unlink(missing_ok=True)
     for f in [*(layout.dedup / "edges").glob("*"), *(layout.dedup / "exact").glob("*")]:  # an earlier shape's
         if f.name.startswith(".tmp-") or int(f.stem.split("-")[1]) >= buckets:
@@ -431,7 +444,7 @@ def merge_stats(layout: RunLayout, parts: list[Partition]) -> tuple[list[dict], 
     return done, totals
 
 
-def finish(cfg: Config, layout: RunLayout, parts: list[Partition], *, reused: int = 0, seconds: float = 0.0) -> dict:
+def finish(cfg: Config, layout: RunLayout, parts: list[Partition], *, steps: dict, seconds: float = 0.0) -> dict:
     """Merge every partition's metrics and statistics partials (in partition order) into the manifest."""
     previous = read_json(layout.manifest).get("inputs", []) if layout.manifest.exists() else []
     done, totals = merge_stats(layout, parts)
@@ -478,7 +491,9 @@ def finish(cfg: Config, layout: RunLayout, parts: list[Partition], *, reused: in
         "tokenizer": _tokenizer_summary(layout),
         # packed token shards per split: documents, sequences, utilization, truncation (tokens/*/manifest.json)
         "tokens": read_json(layout.packing_stats)["splits"] if layout.packing_stats.exists() else {},
-        "last_run": {"partitions_reused": reused, "partitions_run": len(parts) - reused, "seconds": round(seconds, 3)},
+        # what this invocation computed and what it reused from the run directory
+        "last_run": {"partitions_reused": steps["annotate"]["partitions_reused"],
+                     "partitions_run": steps["annotate"]["partitions_run"], "steps": steps, "seconds": round(seconds, 3)},
     }
     write_json(manifest, layout.manifest)
     return manifest

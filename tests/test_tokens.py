@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from lab import engine, loader, materialize, pack, query, sample, tokenize
-from lab.config import Config, EngineConfig, IngestConfig, InputConfig, PackConfig, TokenizerConfig
+from lab.config import Config, EngineConfig, IngestConfig, InputConfig, PackConfig, TokenizerConfig, build
 from lab.errors import LabError
 from lab.io.run import RunLayout
 from lab.io.shards import open_shard, read_manifest
@@ -228,3 +228,51 @@ def test_sharded_materialize_equals_one_whole_packing(runs, tmp_path, strategy):
     if strategy == "concat":
         assert spans > 0  # some document was cut at a shard boundary
     assert not (copy / ".tmp-tokens").exists()
+
+
+def _mtimes(root: Path, *dirs: str) -> dict[str, int]:
+    return {str(p): p.stat().st_mtime_ns for d in dirs for p in (root / d).rglob("*") if p.is_file()}
+
+
+def test_incremental_reruns_recompute_only_what_changed(runs, tmp_path):
+    """Thresholds only: select + materialize; tokenizer only: tokenize + pack; packing only: pack.
+    The manifest's last_run.steps says what was reused."""
+    from lab.config import to_dict
+
+    _, b = runs
+    shutil.copytree(b.run_dir, tmp_path / "b")
+    base = to_dict(b)
+    base["output_dir"] = str(tmp_path)
+
+    def rerun(**changes) -> dict:
+        d = {**base, **{k: {**base[k], **v} for k, v in changes.items()}}
+        return engine.run(build(Config, d), progress=False)
+
+    root = tmp_path / "b"
+    signals = _mtimes(root, "signals", "docs", "dedup")
+    sha = read_json(RunLayout(root).tokenizer_fit)["sha256"]
+    kept_before = read_json(RunLayout(root).packing_stats)["splits"]["train"]["documents"]
+
+    m = rerun(stages={**base["stages"], "gopher_quality": {**base["stages"]["gopher_quality"], "min_words": 400}})
+    assert m["last_run"]["steps"] == {"annotate": {"partitions_run": 0, "partitions_reused": len(m["partitions"])},
+                                      "near_dedup": "reused", "tokenizer": "reused", "tokenize": {"partitions_run": 0},
+                                      "materialize": "computed"}
+    assert _mtimes(root, "signals", "docs", "dedup") == signals
+    assert read_json(RunLayout(root).tokenizer_fit)["sha256"] == sha
+    assert read_json(RunLayout(root).packing_stats)["splits"]["train"]["documents"] < kept_before
+    tokenized = _mtimes(root, "tokenized")
+
+    m = rerun(pack={"seq_len": 256})
+    steps = m["last_run"]["steps"]
+    assert steps["tokenizer"] == "reused" and steps["tokenize"] == {"partitions_run": 0}
+    assert steps["materialize"] == "computed" and _mtimes(root, "tokenized") == tokenized
+    assert read_manifest(RunLayout(root).tokens / "train").seq_len == 256
+
+    m = rerun(tokenizer={"vocab_size": 2000})
+    steps = m["last_run"]["steps"]
+    assert steps["annotate"]["partitions_run"] == 0 and steps["near_dedup"] == "reused"
+    assert steps["tokenizer"] == "fitted" and steps["tokenize"]["partitions_run"] == len(m["partitions"])
+    assert steps["materialize"] == "computed" and _mtimes(root, "signals", "docs", "dedup") == signals
+    assert read_json(RunLayout(root).tokenizer_fit)["state"]["tokenizer"]["vocab_size"] == 2000
+
+    assert rerun(tokenizer={"vocab_size": 2000})["last_run"]["steps"]["materialize"] == "reused"
