@@ -11,14 +11,24 @@ from __future__ import annotations
 
 import html
 import io
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import panel as pn
+from panel.io.state import set_curdoc
 
-from apps.state import GRID, ClusterState, FunnelState, PlannerState
+from apps.state import GRID, UNITS, ClusterState, FunnelState, FunnelView, PlannerState
 from lab import query
 from lab.errors import LabError
 
+# the process's query threads, shared by the sessions (DuckDB releases the GIL while it works): the
+# funnels, and one thread for the sampled documents, so these never delay another session's funnel
+_FUNNELS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="corpus-lab-funnel")
+_SAMPLES = ThreadPoolExecutor(max_workers=1, thread_name_prefix="corpus-lab-samples")
+_SKIPPED = object()  # a request overtaken before it started
 _DIFF_CSS = ("del{background:#ffd7d5;text-decoration:none} ins{background:#ccffd8;text-decoration:none}"
              ".doc{white-space:pre-wrap;font-family:monospace;font-size:12px;max-height:480px;overflow:auto}")
 
@@ -40,43 +50,145 @@ def _widget(k):
     return (pn.widgets.IntInput if k.kind == "integer" else pn.widgets.FloatInput)(name=label, value=k.value)
 
 
+class _Latest:
+    """Computes a session's answer on the query threads and shows it on the server's event loop.
+
+    A request overtaken by a later one of the same kind is dropped: its answer is not shown and,
+    if it has not started yet, not computed. So the event loop only applies answers (a few ms)
+    and one session's DuckDB query (which releases the GIL) does not hold up the other sessions.
+    Outside a server (a notebook, a test) the computation runs inline.
+    """
+
+    def __init__(self, doc, pool: ThreadPoolExecutor) -> None:
+        self.doc, self.pool = doc, pool
+        self.generation = 0
+
+    def submit(self, compute: Callable[[], Any], show: Callable[[Future], None]) -> None:
+        self.generation += 1
+        gen = self.generation
+        if self.doc is None or self.doc.session_context is None:
+            show(_done(compute))
+            return
+
+        def run():
+            return _SKIPPED if gen != self.generation else compute()
+
+        def ready(fut: Future) -> None:
+            if gen == self.generation:  # the one thread-safe way into a Bokeh document
+                self.doc.add_next_tick_callback(partial(self._show, gen, fut, show))
+
+        self.pool.submit(run).add_done_callback(ready)
+
+    def _show(self, gen: int, fut: Future, show: Callable[[Future], None]) -> None:
+        if gen == self.generation and fut.result() is not _SKIPPED:
+            with set_curdoc(self.doc), pn.io.hold(self.doc):  # every change in one message
+                show(fut)
+
+
+def _done(compute: Callable[[], Any]) -> Future:
+    fut: Future = Future()
+    try:
+        fut.set_result(compute())
+    except Exception as e:  # noqa: BLE001 - handed to the caller through the future
+        fut.set_exception(e)
+    return fut
+
+
+def _show_table(table: pn.widgets.Tabulator, df) -> None:
+    """Show ``df`` in ``table``: patch the cells that changed when the rows and columns are the same
+    (a slider move), else replace the value."""
+    old = table.value
+    key = [c for c in df.columns if df[c].dtype == object]  # stage and the split column: the rows' identity
+    if old is None or list(old.columns) != list(df.columns) or len(old) != len(df) \
+            or any(old[c].tolist() != df[c].tolist() for c in key):
+        table.value = df
+        return
+    patch = {}
+    for c in df.columns:
+        cells = [(i, b) for i, (a, b) in enumerate(zip(old[c].tolist(), df[c].tolist())) if a != b]
+        if cells:
+            patch[c] = cells
+    if patch:
+        table.patch(patch, as_index=False)
+
+
+def _funnel_chart(curve: dict[str, list]):
+    """A Bokeh line chart of the funnel (share still in after each stage), updated in place through
+    its ColumnDataSource: a slider move sends a few dozen numbers, not a re-rendered image."""
+    from bokeh.models import ColumnDataSource
+    from bokeh.palettes import Category10
+    from bokeh.plotting import figure
+
+    source = ColumnDataSource(curve)
+    fig = figure(x_range=list(curve["stage"]), y_range=(0, 1.05), height=280, sizing_mode="stretch_width",
+                 title="the funnel: what survives each stage", toolbar_location=None, tools="hover",
+                 tooltips=[("stage", "@stage"), *((u, f"@{u}{{0.0%}}") for u in UNITS if u in curve)])
+    for unit, color in zip((u for u in UNITS if u in curve), Category10[3]):
+        fig.line("stage", unit, source=source, color=color, line_width=2, legend_label=unit)
+        fig.scatter("stage", unit, source=source, color=color, size=6)
+    fig.yaxis.axis_label = "share still in"
+    fig.xaxis.major_label_orientation = 0.5
+    fig.legend.location = "bottom_left"
+    return fig, source
+
+
+def _kept_line(view: FunnelView) -> str:
+    kept = ", ".join(f"{k} {v:.1%}" for k, v in view.retention.items())
+    return (f"<p><b>Kept:</b> {html.escape(kept)} <span style='color:#777'>· config "
+            f"<code>{view.config_hash}</code></span></p>")
+
+
 def funnel_tab(state: FunnelState) -> pn.viewable.Viewable:
-    table = pn.widgets.Tabulator(state.funnel().to_pandas(), disabled=True, show_index=False, height=380,
+    doc = pn.state.curdoc
+    first = state.view()
+    table = pn.widgets.Tabulator(first.funnel.to_pandas(), disabled=True, show_index=False, height=380,
                                  name="funnel")
-    retention = pn.pane.Markdown(name="retention")
+    retention = pn.pane.HTML(_kept_line(first), name="retention")
     error = pn.pane.Alert(visible=False, alert_type="danger")
     by = pn.widgets.Select(name="split by", options=["(none)", "lang", "source"], value="(none)")
     stage = pn.widgets.Select(name="dropped by stage", options=list(query.STAGE_NAMES), value="gopher_quality")
     samples = pn.widgets.Tabulator(disabled=True, show_index=False, height=260, name="dropped")
-    chart = pn.pane.Matplotlib(dpi=80, height=280, tight=True, name="funnel chart")
+    fig, source = _funnel_chart(first.curve)
+    chart = pn.pane.Bokeh(fig, height=280, sizing_mode="stretch_width", name="funnel chart")
+    numbers, details = _Latest(doc, _FUNNELS), _Latest(doc, _SAMPLES)
 
     def refresh(*_):
+        cfg, split = state.config, (None if by.value == "(none)" else by.value)
+
+        def compute():
+            view = state.view(split, config=cfg)
+            return view, view.funnel.to_pandas()
+
+        numbers.submit(compute, show_numbers)
+
+    def show_numbers(fut: Future) -> None:
         try:
-            f = state.funnel(None if by.value == "(none)" else by.value)
+            view, frame = fut.result()
         except LabError as e:
             error.object, error.visible = str(e), True
             return
         error.visible = False
-        table.value = f.to_pandas()
-        whole = f if by.value == "(none)" else state.funnel()
-        r = state.retention(whole)
-        retention.object = "**Kept:** " + ", ".join(f"{k} {v:.1%}" for k, v in r.items())
-        # the numbers go out now; the chart and the sampled documents follow on the next tick
-        doc = pn.state.curdoc
-        if doc is not None and doc.session_context is not None:
-            doc.add_next_tick_callback(lambda: details(whole))
-        else:
-            details(whole)
+        _show_table(table, frame)
+        retention.object = _kept_line(view)
+        source.data = view.curve
+        refresh_samples()  # the numbers are out; the sampled documents follow
 
-    def details(whole):
-        chart.object = _funnel_figure(whole)
-        d = state.dropped(stage.value).drop("text")
-        samples.value = d.with_columns(d["doc_id"].cast(str)).to_pandas()  # 64-bit ids: exact as text
+    def refresh_samples(*_):
+        cfg, name = state.config, stage.value
+        details.submit(lambda: _samples_frame(state.dropped(name, config=cfg)), show_samples)
+
+    def show_samples(fut: Future) -> None:
+        try:
+            samples.value = fut.result()
+        except LabError as e:
+            error.object, error.visible = str(e), True
 
     controls = []
     for k in state.knobs():
         w = _widget(k)
         param = "value_throttled" if hasattr(w.param, "value_throttled") else "value"
+        # Panel waits 50 ms for more changes of a widget before handling them; a release comes alone
+        w._debounce = 0
 
         def moved(event, name=k.name, kind=k.kind):
             value = tuple(event.new) if kind == "languages" else event.new
@@ -90,29 +202,15 @@ def funnel_tab(state: FunnelState) -> pn.viewable.Viewable:
         w.param.watch(moved, param)
         controls.append(w)
     by.param.watch(refresh, "value")
-    stage.param.watch(refresh, "value")
-    refresh()
+    stage.param.watch(refresh_samples, "value")
+    refresh_samples()
     sidebar = pn.Column(*controls, width=360, height=760, scroll=True)
     return pn.Row(sidebar, pn.Column(retention, error, chart, by, table, stage, samples), name="Funnel")
 
 
-def _funnel_figure(f):
-    """Share of documents, bytes and tokens still in after each stage (the retention product so far)."""
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(8, 3.4), layout="constrained")
-    ax = fig.add_subplot()
-    stages = f["stage"].to_list()
-    for unit in ("docs", "bytes", "tokens"):
-        if f"{unit}_out" in f.columns and f[f"{unit}_in"][0]:
-            ax.plot(stages, (f[f"{unit}_out"] / f[f"{unit}_in"][0]).to_list(), marker="o", label=unit)
-    ax.set_ylim(0, 1.05)
-    ax.set_ylabel("share still in")
-    ax.set_title("the funnel: what survives each stage")
-    ax.tick_params(axis="x", rotation=30)
-    ax.grid(alpha=0.3)
-    ax.legend()
-    return fig
+def _samples_frame(d):
+    d = d.drop("text")
+    return d.with_columns(d["doc_id"].cast(str)).to_pandas()  # 64-bit ids: exact as text
 
 
 def dedup_tab(cs: ClusterState) -> pn.viewable.Viewable:

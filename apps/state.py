@@ -18,6 +18,33 @@ from lab import dedup, knobs, plan, query
 from lab.config import Config, dumps, load
 from lab.stages import near_dedup
 
+UNITS = ("docs", "bytes", "tokens")
+
+
+def curve(f: pl.DataFrame) -> dict[str, list]:
+    """The funnel chart's columns: ``stage`` and, per unit, the share of the input still in after it.
+
+    >>> f = pl.DataFrame({"stage": ["a", "b"], "docs_in": [4, 4], "docs_out": [4, 1]})
+    >>> curve(f)
+    {'stage': ['a', 'b'], 'docs': [1.0, 0.25]}
+    """
+    out = {"stage": f["stage"].to_list()}
+    for unit in UNITS:
+        if f"{unit}_out" in f.columns:
+            n = f[f"{unit}_in"][0] if f.height else 0
+            out[unit] = (f[f"{unit}_out"] / n).to_list() if n else [1.0] * f.height
+    return out
+
+
+@dataclass(frozen=True)
+class FunnelView:
+    """What the Funnel tab shows for one config (``FunnelState.view``)."""
+
+    config_hash: str  # lab.config.Config.config_hash of the thresholds it answers for
+    funnel: pl.DataFrame  # the table: split by language or source when asked
+    retention: dict[str, float]  # unit -> share kept over all stages (whole run)
+    curve: dict[str, list]  # the chart's columns (``curve``), whole run
+
 
 @dataclass
 class FunnelState:
@@ -53,8 +80,20 @@ class FunnelState:
     def config(self) -> Config:
         return knobs.apply(self.base, self.moved)
 
-    def funnel(self, by: str | None = None) -> pl.DataFrame:
-        return query.funnel(self.run, self.config, by=by)
+    def funnel(self, by: str | None = None, *, config: Config | None = None) -> pl.DataFrame:
+        """The funnel under the current thresholds (or under ``config``, a snapshot of them)."""
+        return query.funnel(self.run, self.config if config is None else config, by=by)
+
+    def view(self, by: str | None = None, *, config: Config | None = None) -> FunnelView:
+        """Everything the Funnel tab shows for the current thresholds (or ``config``) but the samples.
+
+        ``config`` lets the dashboard take a snapshot on the server's event loop and compute this on
+        a query thread while the user moves on.
+        """
+        cfg = self.config if config is None else config
+        f = self.funnel(by, config=cfg)
+        whole = f if by is None else self.funnel(config=cfg)
+        return FunnelView(cfg.config_hash(), f, self.retention(whole), curve(whole))
 
     def retention(self, f: pl.DataFrame | None = None) -> dict[str, float]:
         """Documents, bytes (and tokens) kept over all stages: the retention product (of ``f``, the
@@ -67,8 +106,8 @@ class FunnelState:
             out["tokens"] = last["tokens_out"] / first["tokens_in"] if first["tokens_in"] else 1.0
         return out
 
-    def dropped(self, stage: str, n: int = 5) -> pl.DataFrame:
-        return query.dropped_samples(self.run, self.config, stage, n)
+    def dropped(self, stage: str, n: int = 5, *, config: Config | None = None) -> pl.DataFrame:
+        return query.dropped_samples(self.run, self.config if config is None else config, stage, n)
 
     def export_yaml(self) -> str:
         """The chosen thresholds as the config file ``corpus-lab run --config`` reads."""

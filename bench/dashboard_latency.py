@@ -1,16 +1,30 @@
-"""Dashboard latency in a real browser at 1M documents: slider release -> updated funnel, and 8 sessions.
+"""Dashboard latency in a real browser at 1M documents: slider release -> updated funnel, and N sessions.
 
 Builds a run directory of 1M documents whose signals are resampled from ``runs/sample`` (as
 bench/funnel_query.py does; 15% of rows exact copies of 5% of the others; the texts of the first
-20,000 documents, for the dropped-samples panel), serves it with ``corpus-lab serve``, and drives
-Debian's headless Chromium with Playwright:
+20,000 documents, for the dropped-samples panel), serves it with ``corpus-lab serve`` (a fresh
+server per phase, so no phase answers from another's remembered funnels), and drives Debian's
+headless Chromium with Playwright, one browser process per session.
 
-- one session: --moves key presses on the ``gopher_quality.min_alpha_words_ratio`` slider (each press is a release,
-  so one query); the latency is press -> the "Kept:" line showing new numbers; presses that
-  change no document (no value between the two thresholds) are not counted;
-- --sessions browser processes at once, each pressing the same way; errors and the latency p95.
+A move is one key press on the ``gopher_quality.min_alpha_words_ratio`` slider (a press is a
+release: one query), always to a threshold the server has not answered before. Its latency is
+measured in the page: from the keydown event to the first animation frame in which the "Kept:"
+line names the new config (``config <hash>``, so every move is measured, also one that moves no
+document) and the funnel table shows its new numbers (when they changed; the table, the Kept
+line and the chart go out in one message). The time the last websocket message before that
+frame arrived splits it into server (+ network) and browser.
 
-    .venv/bin/python bench/dashboard_latency.py [--rows 1000000] [--moves 30] [--sessions 8]
+Each session models a user: it moves, waits until its funnel shows the new numbers, looks at
+them for a think time (seeded, uniform in ``--think``, 1-3 s by default), and moves again;
+``--think 0,0`` gives the worst case, every session pressing again as soon as its funnel shows.
+Before moving, session i presses the ``gopher_quality.min_words`` slider i+1 steps (not
+measured), so no two sessions ask for the same config. Phases, each on a fresh server, each
+after waiting (up to ``--load-wait`` s) until the 1-minute load is below ``--max-load`` (the
+load at start and end is recorded): one session with think time, one without, ``--sessions``
+with think time, and ``--sessions`` without. Errors: moves whose funnel did not show within
+30 s, an error alert shown, and uncaught errors in the page.
+
+    .venv/bin/python bench/dashboard_latency.py [--rows 1000000] [--moves 30] [--sessions 8] [--think 1,3]
 """
 
 from __future__ import annotations
@@ -18,6 +32,8 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
+import os
+import random
 import shutil
 import socket
 import statistics
@@ -39,6 +55,61 @@ from lab.io.writers import write_parquet
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
 CHUNK = 200_000
 SLIDER = "gopher_quality.min_alpha_words_ratio"  # dense around its default: most steps move documents
+OFFSET = "gopher_quality.min_words"  # moved i+1 steps by session i first: sessions never share a config
+TIMEOUT_MS = 30_000
+
+# In the page: the keydown time, the arrival time of every websocket message, and a wait that polls
+# once per animation frame (Panel renders into shadow roots: found once, re-found when replaced).
+INIT = """
+window.__press = 0; window.__msgs = [];
+addEventListener('keydown', () => { window.__press = performance.now(); window.__msgs = []; }, true);
+const WS = window.WebSocket;
+window.WebSocket = function (...a) {
+  const s = new WS(...a);
+  s.addEventListener('message', () => window.__msgs.push(performance.now()));
+  return s;
+};
+window.WebSocket.prototype = WS.prototype;
+Object.assign(window.WebSocket, {CONNECTING: 0, OPEN: 1, CLOSING: 2, CLOSED: 3});
+window.__deep = (root, pred) => {
+  for (const el of root.querySelectorAll('*')) {
+    if (pred(el)) return el;
+    if (el.shadowRoot) { const hit = window.__deep(el.shadowRoot, pred); if (hit) return hit; }
+  }
+  return null;
+};
+window.__funnel = () => {
+  const find = (key, pred) => {
+    const el = window[key];
+    if (!el || !el.isConnected) window[key] = window.__deep(document, pred);
+    return window[key] ? window[key].textContent : null;
+  };
+  return {kept: find('__kept', (el) => el.tagName === 'P' && el.textContent.startsWith('Kept:')),
+          table: find('__table', (el) => el.classList && el.classList.contains('tabulator-table'))};
+};
+window.__alert = () => {
+  const el = window.__deep(document, (el) => el.classList && el.classList.contains('alert-danger')
+                                             && el.offsetParent !== null && el.textContent.trim());
+  return el ? el.textContent : null;
+};
+window.__wait = (before, timeout) => new Promise((resolve) => {
+  let keptAt = null;
+  const tick = () => {
+    const now = performance.now(), f = window.__funnel();
+    if (keptAt === null && f.kept !== null && f.kept !== before.kept) keptAt = now;
+    const tableDone = f.table !== before.table;
+    if (keptAt !== null && (tableDone || now - keptAt > 300)) {
+      const done = tableDone ? now : keptAt;
+      const msg = Math.max(...window.__msgs.filter((t) => t <= done), window.__press);
+      resolve({ms: done - window.__press, server_ms: msg - window.__press, browser_ms: done - msg,
+               table_changed: tableDone, alert: window.__alert()});
+    } else if (now - window.__press > timeout) {
+      resolve({ms: null, alert: window.__alert()});
+    } else requestAnimationFrame(tick);
+  };
+  requestAnimationFrame(tick);
+});
+"""
 
 
 def build_run(src: Path, root: Path, rows: int, seed: int = 0) -> Path:
@@ -71,80 +142,151 @@ def build_run(src: Path, root: Path, rows: int, seed: int = 0) -> Path:
     return root
 
 
-def session(url: str, moves: int, out: mp.Queue) -> None:
+def _handle(page, name: str):
+    return page.locator(".bk-input-group", has=page.locator(".bk-slider-title", has_text=name + ":")
+                        ).locator(".noUi-handle").first
+
+
+def session(url: str, index: int, moves: int, think: tuple[float, float], seed: int, ready, out: mp.Queue) -> None:
+    """One user: offset its config, wait for the others, then move / wait for the funnel / think."""
     from playwright.sync_api import sync_playwright
 
-    lat, errors = [], 0
+    rng = random.Random(seed * 1000 + index)
+    res = {"moves": [], "errors": 0, "page_errors": [], "timeouts": 0, "alerts": 0}
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=shutil.which("chromium"), args=ARGS)
         page = b.new_page(viewport={"width": 1400, "height": 1000})
+        page.on("pageerror", lambda e: res["page_errors"].append(str(e)[:200]))
+        page.add_init_script(INIT)
         page.goto(url, timeout=300_000)
         page.wait_for_selector("text=Kept:", timeout=300_000)
-        handle = page.locator(".bk-input-group", has=page.locator(".bk-slider-title", has_text=SLIDER)
-                              ).locator(".noUi-handle").first
+
+        def press(handle, key: str):
+            before = page.evaluate("() => window.__funnel()")
+            handle.press(key)
+            return page.evaluate("([b, t]) => window.__wait(b, t)", [before, TIMEOUT_MS])
+
+        offset = _handle(page, OFFSET)
+        offset.focus()
+        for _ in range(index + 1):
+            press(offset, "ArrowRight")
+        handle = _handle(page, SLIDER)
         handle.focus()
-        kept = page.locator("p", has_text="Kept:").first  # the whole line, numbers included
+        ready.wait(timeout=900)
+        if think[1] > 0:
+            page.wait_for_timeout(1000 * rng.uniform(0, think[1]))  # users do not start in step
         for _ in range(moves):
-            before = kept.inner_text()
-            t = time.perf_counter()
-            handle.press("ArrowRight")
-            # the pane re-renders its element: poll through the locator (re-resolved each time)
-            while time.perf_counter() - t < 10 and kept.inner_text() == before:
-                page.wait_for_timeout(10)
-            if kept.inner_text() != before:
-                lat.append(time.perf_counter() - t)
-            else:  # no document between the two thresholds, or an error shown
-                alert = page.locator(".alert-danger").first
-                if alert.count() and alert.is_visible():
-                    errors += 1
+            r = press(handle, "ArrowRight")
+            if r["ms"] is None:
+                res["timeouts"] += 1
+            elif r["alert"]:
+                res["alerts"] += 1
+            else:
+                res["moves"].append(r)
+            if think[1] > 0:
+                page.wait_for_timeout(1000 * rng.uniform(*think))
         b.close()
-    out.put({"latencies": lat, "errors": errors})
+    res["errors"] = res["timeouts"] + res["alerts"] + len(res["page_errors"])
+    out.put(res)
 
 
-def stats(lat: list[float]) -> dict:
-    s = sorted(lat)
-    return {"moves_measured": len(s), "median_ms": round(1000 * statistics.median(s), 1) if s else None,
-            "p95_ms": round(1000 * s[int(0.95 * (len(s) - 1))], 1) if s else None}
+def stats(moves: list[dict]) -> dict:
+    def pct(xs: list[float], q: float) -> float | None:
+        s = sorted(xs)
+        return round(s[int(q * (len(s) - 1))], 1) if s else None
+
+    lat = [m["ms"] for m in moves]
+    out = {"moves_measured": len(lat), "median_ms": round(statistics.median(lat), 1) if lat else None,
+           "p95_ms": pct(lat, 0.95), "max_ms": round(max(lat), 1) if lat else None,
+           "table_changed": sum(m["table_changed"] for m in moves)}
+    for part in ("server_ms", "browser_ms"):
+        xs = [m[part] for m in moves]
+        out[part.replace("_ms", "")] = {"median_ms": round(statistics.median(xs), 1) if xs else None,
+                                        "p95_ms": pct(xs, 0.95)}
+    return out
+
+
+def load1() -> float:
+    return float(Path("/proc/loadavg").read_text().split()[0])
+
+
+def wait_for_quiet(max_load: float, wait_s: float) -> float:
+    """Poll until the 1-minute load is below ``max_load`` (or ``wait_s`` has passed); the load then."""
+    deadline = time.time() + wait_s
+    while load1() >= max_load and time.time() < deadline:
+        time.sleep(5)
+    return load1()
+
+
+def cpu_seconds(pid: int) -> float:
+    f = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+def phase(root: Path, sessions: int, moves: int, think: tuple[float, float], seed: int, max_load: float,
+          load_wait: float) -> dict:
+    """A fresh server, ``sessions`` browsers moving at once; the figures of their moves."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "lab.cli", "serve", str(root), "--port", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(url, timeout=120).read()
+                break
+            except OSError:
+                time.sleep(0.5)
+        load_start = wait_for_quiet(max_load, load_wait)
+        ctx = mp.get_context("fork")
+        ready, q = ctx.Barrier(sessions + 1), ctx.Queue()
+        procs = [ctx.Process(target=session, args=(url, i, moves, think, seed, ready, q)) for i in range(sessions)]
+        for p in procs:
+            p.start()
+        ready.wait(timeout=900)  # every page loaded and offset: the measured moves start now
+        cpu0, t0 = cpu_seconds(server.pid), time.time()
+        results = [q.get() for _ in procs]
+        cpu, wall = cpu_seconds(server.pid) - cpu0, time.time() - t0
+        for p in procs:
+            p.join()
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    moves_all = [m for r in results for m in r["moves"]]
+    return {"sessions": sessions, "think_s": list(think), **stats(moves_all),
+            "errors": sum(r["errors"] for r in results), "timeouts": sum(r["timeouts"] for r in results),
+            "alerts": sum(r["alerts"] for r in results), "page_errors": [e for r in results for e in r["page_errors"]],
+            "server_cpu_s": round(cpu, 1), "wall_s": round(wall, 1),
+            "load1_start": load_start, "load1_end": load1()}
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--run", default="runs/sample")
     ap.add_argument("--rows", type=int, default=1_000_000)
-    ap.add_argument("--moves", type=int, default=30)
+    ap.add_argument("--moves", type=int, default=30, help="moves of the one session; each of N sessions makes half")
     ap.add_argument("--sessions", type=int, default=8)
+    ap.add_argument("--think", default="1,3", help="think time between moves, seconds: uniform in LO,HI")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-load", type=float, default=0.7, help="start a phase when the 1-minute load is below this")
+    ap.add_argument("--load-wait", type=float, default=600, help="wait at most this long (s) for that")
+    ap.add_argument("--phases", default="one_think,one_nothink,many_think,many_nothink")
     ap.add_argument("--out", default="bench/out/dashboard_latency.json")
     args = ap.parse_args()
+    think = tuple(float(x) for x in args.think.split(","))
+    plan = {"one_think": (1, args.moves, think), "one_nothink": (1, args.moves, (0.0, 0.0)),
+            "many_think": (args.sessions, args.moves // 2, think),
+            "many_nothink": (args.sessions, args.moves // 2, (0.0, 0.0))}
+    res = {"rows": args.rows, "cpus": os.cpu_count(), "slider": SLIDER, "max_load": args.max_load, "phases": {}}
     with tempfile.TemporaryDirectory() as tmp:
         root = build_run(Path(args.run), Path(tmp) / "big", args.rows)
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        server = subprocess.Popen([sys.executable, "-m", "lab.cli", "serve", str(root), "--port", str(port)],
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        url = f"http://127.0.0.1:{port}/"
-        try:
-            for _ in range(600):
-                try:
-                    urllib.request.urlopen(url, timeout=120).read()
-                    break
-                except OSError:
-                    time.sleep(0.5)
-            q: mp.Queue = mp.Queue()
-            session(url, args.moves, q)
-            one = q.get()
-            procs = [mp.Process(target=session, args=(url, args.moves // 2, q)) for _ in range(args.sessions)]
-            for p in procs:
-                p.start()
-            many = [q.get() for _ in procs]
-            for p in procs:
-                p.join()
-        finally:
-            server.terminate()
-            server.wait(timeout=60)
-    res = {"rows": args.rows, "one_session": {**stats(one["latencies"]), "errors": one["errors"]},
-           "sessions": args.sessions,
-           "concurrent": {**stats([x for m in many for x in m["latencies"]]), "errors": sum(m["errors"] for m in many)}}
+        for name in args.phases.split(","):
+            n, moves, th = plan[name]
+            res["phases"][name] = phase(root, n, moves, th, args.seed, args.max_load, args.load_wait)
+            print(name, json.dumps(res["phases"][name]), flush=True)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=1))
     print(json.dumps(res, indent=1))
 
