@@ -10,9 +10,10 @@ import urllib.request
 
 import pytest
 
-from apps.state import ClusterState, FunnelState, PlannerState
+from apps.state import ClusterState, FunnelState, PlannerState, curve
 from lab import query
 from lab.config import load, loads
+from lab.stages import STAGE_NAMES
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +40,54 @@ def test_funnel_state_follows_the_knobs(run_dir):
     assert s.config == cfg  # a refused value changes nothing
     s.reset()
     assert s.config == s.base
+
+
+def test_funnel_view_is_what_the_tab_shows(run_dir):
+    s = FunnelState(run_dir)
+    s.set("gopher_quality.min_words", 120)
+    v = s.view()
+    f = query.funnel(run_dir, s.config)
+    assert v.funnel.equals(f) and v.config_hash == s.config.config_hash() and v.retention == s.retention(f)
+    assert v.curve["stage"] == f["stage"].to_list()
+    assert v.curve["docs"] == pytest.approx([o / f["docs_in"][0] for o in f["docs_out"]])
+    assert set(v.curve) == {"stage", "docs", "bytes", "tokens"}
+    split = s.view("lang", config=s.base)  # a snapshot of other thresholds: the view answers for it
+    assert split.funnel.equals(query.funnel(run_dir, s.base, by="lang"))
+    assert split.curve == curve(query.funnel(run_dir, s.base)) and split.config_hash == s.base.config_hash()
+
+
+def test_dropped_samples_are_the_documents_the_stage_drops(run_dir):
+    s = FunnelState(run_dir)
+    s.set("gopher_quality.min_words", 120)
+    reasons = query.drop_reasons(run_dir, s.config)
+    for stage in STAGE_NAMES:
+        want = reasons.filter(reasons["reason"].str.starts_with(stage + "."))
+        got = s.dropped(stage, n=10**6)
+        assert sorted(got["doc_id"].to_list()) == sorted(want["doc_id"].to_list()), stage
+        assert dict(zip(got["doc_id"], got["reason"])) == dict(zip(want["doc_id"], want["reason"])), stage
+        assert s.dropped(stage, n=3)["doc_id"].to_list() == got["doc_id"].to_list()[:3]  # the first n of one order
+
+
+def test_funnel_tab_follows_a_slider_release(run_dir):
+    """Outside a server the tab computes inline: a release patches the table, the Kept line and the chart."""
+    import param
+
+    from apps.dashboard import funnel_tab
+
+    s = FunnelState(run_dir)
+    tab = funnel_tab(s)
+    sidebar, main = tab[0], tab[1]
+    retention, chart, table, samples = main[0], main[2], main[4], main[6]
+    frame = table.value
+    slider = next(w for w in sidebar if w.name == "gopher_quality.min_words")
+    with param.edit_constant(slider):
+        slider.value_throttled = 120
+    want = query.funnel(run_dir, s.config)
+    assert s.config.stages.gopher_quality.min_words == 120
+    assert table.value is frame and table.value.equals(want.to_pandas())  # patched in place, not replaced
+    assert s.config.config_hash() in retention.object and "Kept:" in retention.object
+    assert chart.object.renderers[0].data_source.data["docs"] == curve(want)["docs"]
+    assert samples.value["doc_id"].tolist() == [str(d) for d in s.dropped("gopher_quality")["doc_id"]]
 
 
 def test_cluster_state_pages_and_diffs(run_dir):
