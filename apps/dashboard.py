@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import html
 import io
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
@@ -24,10 +25,42 @@ from apps.state import GRID, UNITS, ClusterState, FunnelState, FunnelView, Plann
 from lab import query
 from lab.errors import LabError
 
-# the process's query threads, shared by the sessions (DuckDB releases the GIL while it works): the
-# funnels, and one thread for the sampled documents, so these never delay another session's funnel
-_FUNNELS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="corpus-lab-funnel")
-_SAMPLES = ThreadPoolExecutor(max_workers=1, thread_name_prefix="corpus-lab-samples")
+
+class _Pool:
+    """Query threads that count their work in flight (``quiet`` is set when there is none)."""
+
+    def __init__(self, workers: int, name: str, *, after: _Pool | None = None) -> None:
+        self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
+        self.after = after  # a pool whose work goes first: wait (a while) until it is quiet
+        self.lock, self.running, self.quiet = threading.Lock(), 0, threading.Event()
+        self.quiet.set()
+
+    def submit(self, fn: Callable[[], Any]) -> Future:
+        with self.lock:
+            self.running += 1
+            self.quiet.clear()
+        fut = self.executor.submit(self._run, fn)
+        fut.add_done_callback(self._finished)
+        return fut
+
+    def _run(self, fn: Callable[[], Any]) -> Any:
+        if self.after is not None:
+            self.after.quiet.wait(timeout=AFTER_WAIT_S)
+        return fn()
+
+    def _finished(self, _: Future) -> None:
+        with self.lock:
+            self.running -= 1
+            if not self.running:
+                self.quiet.set()
+
+
+# The process's query threads, shared by the sessions (DuckDB releases the GIL while it works): the
+# funnels; and one thread for the sampled documents, which waits for the funnels in flight (at most
+# AFTER_WAIT_S), so that the samples of one session do not delay the numbers of another.
+AFTER_WAIT_S = 1.0
+_FUNNELS = _Pool(4, "corpus-lab-funnel")
+_SAMPLES = _Pool(1, "corpus-lab-samples", after=_FUNNELS)
 _SKIPPED = object()  # a request overtaken before it started
 _DIFF_CSS = ("del{background:#ffd7d5;text-decoration:none} ins{background:#ccffd8;text-decoration:none}"
              ".doc{white-space:pre-wrap;font-family:monospace;font-size:12px;max-height:480px;overflow:auto}")
@@ -59,7 +92,7 @@ class _Latest:
     Outside a server (a notebook, a test) the computation runs inline.
     """
 
-    def __init__(self, doc, pool: ThreadPoolExecutor) -> None:
+    def __init__(self, doc, pool: _Pool) -> None:
         self.doc, self.pool = doc, pool
         self.generation = 0
 

@@ -93,21 +93,43 @@ window.__alert = () => {
   return el ? el.textContent : null;
 };
 window.__wait = (before, timeout) => new Promise((resolve) => {
-  let keptAt = null;
-  const tick = () => {
-    const now = performance.now(), f = window.__funnel();
-    if (keptAt === null && f.kept !== null && f.kept !== before.kept) keptAt = now;
-    const tableDone = f.table !== before.table;
-    if (keptAt !== null && (tableDone || now - keptAt > 300)) {
-      const done = tableDone ? now : keptAt;
-      const msg = Math.max(...window.__msgs.filter((t) => t <= done), window.__press);
-      resolve({ms: done - window.__press, server_ms: msg - window.__press, browser_ms: done - msg,
-               table_changed: tableDone, alert: window.__alert()});
-    } else if (now - window.__press > timeout) {
-      resolve({ms: null, alert: window.__alert()});
-    } else requestAnimationFrame(tick);
+  // no polling every frame (8 pages forcing frames would load the 2 cores themselves): observe the
+  // shadow roots of the Kept line and the table; a slow timer re-finds replaced ones and times out
+  let keptAt = null, tableAt = null, keptPaint = null, tablePaint = null, done = false;
+  const roots = new Set();
+  const obs = new MutationObserver(() => check());
+  const watch = () => {
+    for (const el of [window.__kept, window.__table]) {
+      const root = el && el.isConnected ? el.getRootNode() : null;
+      if (root && !roots.has(root)) {
+        roots.add(root);
+        obs.observe(root, {subtree: true, childList: true, characterData: true, attributes: true});
+      }
+    }
   };
-  requestAnimationFrame(tick);
+  const finish = (r) => { done = true; obs.disconnect(); clearInterval(timer); resolve(r); };
+  const check = () => {
+    if (done) return;
+    const now = performance.now(), f = window.__funnel();
+    watch();
+    if (keptAt === null && f.kept !== null && f.kept !== before.kept) {
+      keptAt = now; requestAnimationFrame(() => { keptPaint = performance.now(); check(); });
+    }
+    if (tableAt === null && f.table !== before.table) {
+      tableAt = now; requestAnimationFrame(() => { tablePaint = performance.now(); check(); });
+    }
+    const tableSettled = tablePaint !== null || (tableAt === null && keptAt !== null && now - keptAt > 300);
+    if (keptPaint !== null && tableSettled) {
+      const shown = Math.max(keptAt, tableAt ?? keptAt), painted = Math.max(keptPaint, tablePaint ?? keptPaint);
+      const msg = Math.max(...window.__msgs.filter((t) => t <= shown), window.__press);
+      finish({ms: painted - window.__press, server_ms: msg - window.__press, browser_ms: painted - msg,
+              table_changed: tableAt !== null, alert: window.__alert()});
+    } else if (now - window.__press > timeout) {
+      finish({ms: null, alert: window.__alert()});
+    }
+  };
+  const timer = setInterval(check, 50);
+  check();
 });
 """
 
@@ -147,6 +169,32 @@ def _handle(page, name: str):
                         ).locator(".noUi-handle").first
 
 
+def tree_cpu(root: int) -> float:
+    """CPU seconds of the live descendants of process ``root`` (a session's Chromium and driver)."""
+    children: dict[int, list[int]] = {}
+    stat = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                f = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            children.setdefault(int(f[1]), []).append(int(d.name))
+            stat[int(d.name)] = (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+    todo, total = list(children.get(root, [])), 0.0
+    while todo:
+        pid = todo.pop()
+        total += stat.get(pid, 0.0)
+        todo += children.get(pid, [])
+    return total
+
+
+def machine_busy() -> tuple[float, float]:
+    """(busy, total) CPU time of the whole machine so far, from /proc/stat."""
+    f = [float(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return sum(f) - f[3] - f[4], sum(f)  # all but idle and iowait
+
+
 def session(url: str, index: int, moves: int, think: tuple[float, float], seed: int, ready, out: mp.Queue) -> None:
     """One user: offset its config, wait for the others, then move / wait for the funnel / think."""
     from playwright.sync_api import sync_playwright
@@ -173,6 +221,7 @@ def session(url: str, index: int, moves: int, think: tuple[float, float], seed: 
         handle = _handle(page, SLIDER)
         handle.focus()
         ready.wait(timeout=900)
+        cpu0 = tree_cpu(os.getpid())
         if think[1] > 0:
             page.wait_for_timeout(1000 * rng.uniform(0, think[1]))  # users do not start in step
         for _ in range(moves):
@@ -185,6 +234,7 @@ def session(url: str, index: int, moves: int, think: tuple[float, float], seed: 
                 res["moves"].append(r)
             if think[1] > 0:
                 page.wait_for_timeout(1000 * rng.uniform(*think))
+        res["browser_cpu_s"] = tree_cpu(os.getpid()) - cpu0
         b.close()
     res["errors"] = res["timeouts"] + res["alerts"] + len(res["page_errors"])
     out.put(res)
@@ -246,9 +296,9 @@ def phase(root: Path, sessions: int, moves: int, think: tuple[float, float], see
         for p in procs:
             p.start()
         ready.wait(timeout=900)  # every page loaded and offset: the measured moves start now
-        cpu0, t0 = cpu_seconds(server.pid), time.time()
+        cpu0, t0, busy0 = cpu_seconds(server.pid), time.time(), machine_busy()
         results = [q.get() for _ in procs]
-        cpu, wall = cpu_seconds(server.pid) - cpu0, time.time() - t0
+        cpu, wall, busy1 = cpu_seconds(server.pid) - cpu0, time.time() - t0, machine_busy()
         for p in procs:
             p.join()
     finally:
@@ -258,7 +308,8 @@ def phase(root: Path, sessions: int, moves: int, think: tuple[float, float], see
     return {"sessions": sessions, "think_s": list(think), **stats(moves_all),
             "errors": sum(r["errors"] for r in results), "timeouts": sum(r["timeouts"] for r in results),
             "alerts": sum(r["alerts"] for r in results), "page_errors": [e for r in results for e in r["page_errors"]],
-            "server_cpu_s": round(cpu, 1), "wall_s": round(wall, 1),
+            "server_cpu_s": round(cpu, 1), "browsers_cpu_s": round(sum(r["browser_cpu_s"] for r in results), 1),
+            "machine_busy": round((busy1[0] - busy0[0]) / (busy1[1] - busy0[1]), 2), "wall_s": round(wall, 1),
             "load1_start": load_start, "load1_end": load1()}
 
 
