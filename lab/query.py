@@ -42,6 +42,9 @@ from lab.stats import Summary
 
 # signals of group rules (one survivor per value): the in-memory table precomputes their group sizes
 GROUP_SIGNALS = tuple(dict.fromkeys(r.signal for m in STAGES for r in m.rules(m.Config()) if r.op == "first_in_group"))
+SAMPLE_SEED = 0  # dropped_samples' default seed
+SAMPLE_RANK = "_sample_rank"  # in-memory runs: each row's place in the order of that seed's samples
+SAMPLE_WINDOWS = (2**14, 2**18)  # first rows (in sample order) looked at for a sample, before all of them
 MEMO_FUNNELS = 256  # per in-memory run: recent funnels that later ones are computed from
 INCREMENTAL_SHARE = 0.25  # recompute from scratch when more of the documents than this may change
 INGEST = "ingest"  # the pseudo-stage of records that could not be read (rejects/)
@@ -79,6 +82,11 @@ _runs: dict[tuple[str, bool], Run] = {}
 _lock = threading.Lock()
 
 
+def _sample_order(seed: int) -> str:
+    """The order in which ``dropped_samples`` takes documents: a seeded hash of the id."""
+    return f"hash(doc_id, {int(seed)}), doc_id"
+
+
 def _empty(schema: pa.Schema) -> str:
     types = {pa.int64(): "BIGINT", pa.int16(): "SMALLINT", pa.float64(): "DOUBLE"}
     return "(SELECT " + ", ".join(f"NULL::{types[f.type]} AS {_ident(f.name)}" for f in schema) + " LIMIT 0)"
@@ -113,7 +121,10 @@ def open_run(run: str | Path | Run, *, in_memory: bool = False, refresh: bool = 
         if in_memory:
             # group sizes let the dedup window skip singleton groups; NULL-free columns need no NULL guard
             sizes = "".join(f", count(*) OVER (PARTITION BY {_ident(c)}) AS {_ident('_n_' + c)}" for c in GROUP_SIGNALS)
-            con.execute(f"CREATE TABLE signals AS SELECT *{sizes} FROM {sig}")
+            # each row's place in dropped_samples' default order, rows stored in that order: a sample is
+            # then found among the first rows (zone maps skip the others) instead of sorting them all
+            rank = f", row_number() OVER (ORDER BY {_sample_order(SAMPLE_SEED)}) - 1 AS {SAMPLE_RANK}"
+            con.execute(f"CREATE TABLE signals AS SELECT *{sizes}{rank} FROM {sig} ORDER BY {SAMPLE_RANK}")
             names = [r[0] for r in con.execute("DESCRIBE signals").fetchall()]
             counts = con.execute(f"SELECT {', '.join(f'count(*) - count({_ident(c)})' for c in names)} FROM signals").fetchone()
             nullable = frozenset(c for c, n in zip(names, counts) if n)
@@ -617,24 +628,35 @@ def dropped_samples(run: str | Path | Run, config: Config, stage: str, n: int = 
     if not codes or n == 0:
         return pl.DataFrame(schema={"doc_id": pl.Int64, "reason": pl.Utf8, "source": pl.Utf8, "text": pl.Utf8})
     cur = r.cursor()
-    order = f"hash(doc_id, {int(seed)}), doc_id"
-    extra = ["source", *sig_cols]  # carried along: the sample needs no second pass over the signals
+    ranked = seed == SAMPLE_SEED and SAMPLE_RANK in r.columns
+    order = SAMPLE_RANK if ranked else _sample_order(seed)
+    extra = ["source", *sig_cols, *([SAMPLE_RANK] if ranked else [])]  # carried along: no second pass
     last = max(codes)
-    if all(x.op not in ("first_in_group", "first_in_cluster") for x in rules[:last + 1]):
+    windows: Sequence[int | None] = (None,)
+    per_doc = all(x.op not in ("first_in_group", "first_in_cluster") for x in rules[:last + 1])
+    if per_doc:
         # only per-document rules up to this stage: a document's first failing rule among them is its
         # first failing rule, so the rules after the stage (and the dedup window) need no evaluation,
-        # and only the documents failing one of the stage's rules can be dropped by it
-        fails = [f for f in (_failure_in(x, r) for x in rules if x.stage == stage) if f is not None]
-        source = f"(SELECT * FROM signals WHERE {' OR '.join(fails) or 'FALSE'})"
-        coded = codes_sql(rules[:last + 1], extra=extra, run=r, source=source)
-    else:
-        coded = _with_near(r, cur, rules, codes_sql(rules, extra=extra, run=r))
-    # pick the sample first, then read only its texts
-    sql = (f"WITH pick AS (SELECT * FROM ({coded}) "
-           f"WHERE code IN ({', '.join(map(str, codes))}) ORDER BY {order} LIMIT {int(n)}) "
-           f"SELECT doc_id, {_reason_of(rules)} AS reason, pick.source, {cols}d.text "
-           f"FROM pick LEFT JOIN docs d USING (doc_id) ORDER BY {order}")
-    return cur.sql(sql).pl()
+        # and only the documents failing one of the stage's rules can be dropped by it; each is
+        # decided alone, so the first rows in sample order are looked at first
+        fails = " OR ".join(f for f in (_failure_in(x, r) for x in rules if x.stage == stage) if f is not None)
+        rules, fails = rules[:last + 1], fails or "FALSE"
+        windows = (*SAMPLE_WINDOWS, None) if ranked else (None,)
+    for window in windows:
+        if per_doc:
+            within = f"{SAMPLE_RANK} < {window} AND " if window is not None else ""
+            coded = codes_sql(rules, extra=extra, run=r, source=f"(SELECT * FROM signals WHERE {within}({fails}))")
+        else:
+            coded = _with_near(r, cur, rules, codes_sql(rules, extra=extra, run=r))
+        # pick the sample first, then read only its texts
+        sql = (f"WITH pick AS (SELECT * FROM ({coded}) WHERE code IN ({', '.join(map(str, codes))}) "
+               f"ORDER BY {order} LIMIT {int(n)}) "
+               f"SELECT doc_id, {_reason_of(rules)} AS reason, pick.source, {cols}d.text "
+               f"FROM pick LEFT JOIN docs d USING (doc_id) ORDER BY {order}")
+        out = cur.sql(sql).pl()
+        if out.height == n:
+            break
+    return out
 
 
 def signal_histogram(run: str | Path | Run, signal: str, bins: int = 50, *,
@@ -665,7 +687,7 @@ def signal_histogram(run: str | Path | Run, signal: str, bins: int = 50, *,
 def signal_rows(run: str | Path | Run, columns: Sequence[str] | None = None) -> pl.DataFrame:
     """The signals table (all or some columns), ordered by doc_id."""
     r = open_run(run)
-    cols = list(columns) if columns else [c for c in r.columns if not c.startswith("_n_")]
+    cols = list(columns) if columns else [c for c in r.columns if not c.startswith("_")]  # not _n_*, _sample_rank
     _check_columns(r, cols)
     return r.cursor().sql(f"SELECT {', '.join(map(_ident, cols))} FROM signals ORDER BY doc_id").pl()
 

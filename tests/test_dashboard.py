@@ -56,7 +56,9 @@ def test_funnel_view_is_what_the_tab_shows(run_dir):
     assert split.curve == curve(query.funnel(run_dir, s.base)) and split.config_hash == s.base.config_hash()
 
 
-def test_dropped_samples_are_the_documents_the_stage_drops(run_dir):
+@pytest.mark.parametrize("windows", [query.SAMPLE_WINDOWS, (3, 40)])
+def test_dropped_samples_are_the_documents_the_stage_drops(run_dir, windows, monkeypatch):
+    monkeypatch.setattr(query, "SAMPLE_WINDOWS", windows)  # (3, 40): the first rows looked at are too few
     s = FunnelState(run_dir)
     s.set("gopher_quality.min_words", 120)
     reasons = query.drop_reasons(run_dir, s.config)
@@ -66,6 +68,8 @@ def test_dropped_samples_are_the_documents_the_stage_drops(run_dir):
         assert sorted(got["doc_id"].to_list()) == sorted(want["doc_id"].to_list()), stage
         assert dict(zip(got["doc_id"], got["reason"])) == dict(zip(want["doc_id"], want["reason"])), stage
         assert s.dropped(stage, n=3)["doc_id"].to_list() == got["doc_id"].to_list()[:3]  # the first n of one order
+        # the in-memory table is kept in sample order (no sort); over the Parquet files the sample is sorted
+        assert s.dropped(stage, n=7).equals(query.dropped_samples(run_dir, s.config, stage, n=7)), stage
 
 
 def test_funnel_tab_follows_a_slider_release(run_dir):
