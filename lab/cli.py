@@ -75,7 +75,16 @@ def cmd_run(args: argparse.Namespace) -> int:
               f"see {cfg.run_dir}/rejects/)", file=sys.stderr)
     quarantined = [p for p in manifest["partitions"] if p["status"] == "quarantined"]
     if quarantined:
-        print(f"{len(quarantined)} partition(s) quarantined; see {cfg.run_dir}/rejects/", file=sys.stderr)
+        from lab.io.run import RunLayout
+        from lab.io.writers import read_json
+
+        print(f"{len(quarantined)} partition(s) quarantined (in {cfg.run_dir}/rejects/, counted as rejected; "
+              "the next run tries them again):", file=sys.stderr)
+        for p in quarantined[:10]:
+            why = read_json(RunLayout(cfg.run_dir).done(p["key"])).get("error", "")
+            print(f"  partition {p['key']} ({p['source']}): {why}", file=sys.stderr)
+        if len(quarantined) > 10:
+            print(f"  ... and {len(quarantined) - 10} more", file=sys.stderr)
     _print_funnel(query.funnel(cfg.run_dir, cfg))
     return 0
 

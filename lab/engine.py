@@ -47,6 +47,8 @@ _THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THR
 @contextmanager
 def client_for(cfg: Config, *, quiet: bool = False) -> Iterator[object]:
     """A ``distributed.Client``: attached to ``engine.scheduler`` or to a new LocalCluster."""
+    import warnings
+
     import dask
     from distributed import Client, LocalCluster
 
@@ -67,14 +69,19 @@ def client_for(cfg: Config, *, quiet: bool = False) -> Iterator[object]:
     environ = {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), **_THREAD_ENV}
     with dask.config.set({"distributed.worker.daemon": False, "logging.distributed": "error",
                           "distributed.nanny.pre-spawn-environ": environ}):
-        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=eng.memory_limit,
-                               dashboard_address="127.0.0.1:8787", silence_logs=50)
+        with warnings.catch_warnings():  # 8787 taken: Dask serves the dashboard on a free port, the run prints it
+            warnings.filterwarnings("ignore", message=r"Port \d+ is already in use", category=UserWarning)
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, memory_limit=eng.memory_limit,
+                                   dashboard_address="127.0.0.1:8787", silence_logs=50)
         client = Client(cluster)
         try:
             yield client
         finally:
             client.close()
             cluster.close()
+            # the workers are gone: a temporary file left in the run is one they were writing when stopped
+            for f in cfg.run_dir.rglob(".tmp-*"):
+                f.unlink(missing_ok=True)
 
 
 def _file_hash(path: str) -> str:
@@ -398,6 +405,8 @@ def _run_tasks(client, cfg: Config, layout: RunLayout, todo: list[Partition], bu
     from distributed import as_completed
     from tqdm import tqdm
 
+    from lab.errors import DiskFullError
+
     link = getattr(client, "dashboard_link", None)
     if progress and link:
         print(f"Dask dashboard: {link}", file=sys.stderr)
@@ -415,7 +424,12 @@ def _run_tasks(client, cfg: Config, layout: RunLayout, todo: list[Partition], bu
         for fut in as_completed(futures):
             part = futures[fut]
             if fut.status == "error":
-                out = _quarantine(layout, part, cfg, fut.exception())
+                error = fut.exception()
+                if DiskFullError.is_disk_full(error):  # the disk, not the partition: stop; a rerun resumes
+                    if not isinstance(error, DiskFullError):
+                        error = DiskFullError.writing(error.filename or layout.root)
+                    raise error
+                out = _quarantine(layout, part, cfg, error)
                 bar.write(f"quarantined partition {part.key} ({part.source}): {out['error']}")
             else:
                 docs += fut.result()["docs"]
@@ -425,6 +439,10 @@ def _run_tasks(client, cfg: Config, layout: RunLayout, todo: list[Partition], bu
         bar.close()
         for f in futures:
             f.cancel()
+    # every attempt is over: a temporary file left is a killed worker's, whose task ran again elsewhere
+    for d in {p.parent for part in todo[:1] for p in layout.partition_files(part.key)}:
+        for f in d.glob(".tmp-*"):
+            f.unlink(missing_ok=True)
 
 
 def _tokenizer_summary(layout: RunLayout) -> dict:

@@ -2,7 +2,10 @@
 
 ``ConfigError`` means the user's input (config, paths, flags) is wrong: stop before any work.
 ``ShardError`` means one piece of input cannot be read: quarantine it to ``rejects/`` and go on.
+``DiskFullError`` means the run's filesystem is full: stop with a clear message (a rerun resumes).
 """
+
+import errno
 
 
 class LabError(Exception):
@@ -15,3 +18,26 @@ class ConfigError(LabError):
 
 class ShardError(LabError):
     """A partition or record that cannot be read; recorded in ``rejects/`` with its location."""
+
+
+class DiskFullError(LabError):
+    """The run's filesystem is full (ENOSPC, or a quota: EDQUOT): stop the run, never quarantine a partition
+    for it. Whatever was written atomically stays valid, so a rerun resumes from the completed partitions."""
+
+    @classmethod
+    def writing(cls, path: object) -> "DiskFullError":
+        err = cls(f"no space left on device writing {path}: free some space or point --output-dir elsewhere; "
+                  "a rerun resumes from the completed partitions")
+        err.path = str(path)
+        return err
+
+    @staticmethod
+    def is_disk_full(error: BaseException) -> bool:
+        """Whether ``error`` says the disk (or a quota) is full.
+
+        >>> import errno
+        >>> DiskFullError.is_disk_full(OSError(errno.ENOSPC, "No space left on device"))
+        True
+        """
+        return isinstance(error, DiskFullError) or (
+            isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT))

@@ -1,14 +1,16 @@
 """Atomic writers: a partition's files appear complete or not at all.
 
 Each file is written to a temporary name in the same directory, flushed to disk, then renamed
-over the final name (``os.replace`` is atomic on POSIX). A killed task leaves at most a
-``.tmp-*`` file, which is never read and is overwritten by the rerun.
+over the final name (``os.replace`` is atomic on POSIX). A failed write removes its temporary
+file (a full disk raises ``lab.errors.DiskFullError``); a killed task leaves at most a ``.tmp-*``
+file, which is never read and is removed by the rerun.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
@@ -18,20 +20,46 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lab.errors import DiskFullError
+
 ROW_GROUP_ROWS = 8192  # rows per Parquet row group: small enough to page, large enough to scan fast
 
 
 @contextmanager
 def atomic(path: Path) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; on success it is flushed and renamed over ``path``."""
+    """Yield a temporary path beside ``path``; on success it is flushed and renamed over ``path``.
+
+    On any failure the temporary file is removed; a full disk (or quota) raises ``DiskFullError``
+    naming ``path``, so the run stops with one clear message instead of quarantining partitions.
+    """
     tmp = path.with_name(f".tmp-{uuid.uuid4().hex}-{path.name}")
     try:
         yield tmp
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as e:
+        if _disk_full(e, tmp):
+            raise DiskFullError.writing(path) from e
+        raise
     finally:
         tmp.unlink(missing_ok=True)
+
+
+def _disk_full(error: OSError, tmp: Path) -> bool:
+    """ENOSPC/EDQUOT; or an OSError without errno: a short write (numpy's ``tofile``: "N requested
+    and M written") or any on a filesystem with no block left."""
+    if DiskFullError.is_disk_full(error):
+        return True
+    if error.errno is not None:
+        return False
+    if re.fullmatch(r"\d+ requested and \d+ written", str(error)):
+        return True
+    try:
+        st = os.statvfs(tmp.parent)
+    except OSError:
+        return False
+    return st.f_bavail == 0 or st.f_bfree == 0
 
 
 def write_parquet(table: pa.Table, path: Path) -> None:
@@ -60,11 +88,19 @@ def read_parquet_group(path: Path, key: int) -> pa.Table | None:
     return f.read_row_group(keys.index(key)) if key in keys else None
 
 
+class _Sink:
+    """A file that numpy writes through ``write``: its ``tofile`` path reports a short write without
+    errno ("N requested and M written"), ``write`` raises ENOSPC as ENOSPC."""
+
+    def __init__(self, f):
+        self.write = f.write
+
+
 def write_npy(array: np.ndarray, path: Path) -> None:
     """Write ``array`` to ``path`` atomically as .npy (``numpy.load(mmap_mode="r")`` reads rows in place)."""
     with atomic(path) as tmp:
         with open(tmp, "wb") as f:
-            np.save(f, array, allow_pickle=False)
+            np.save(_Sink(f), array, allow_pickle=False)
 
 
 def write_json(obj: Any, path: Path) -> None:
