@@ -70,6 +70,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     lr = manifest["last_run"]
     print(f"run {cfg.run_dir}: {t['docs']} documents, {t['rejected']} rejected records "
           f"({lr['partitions_run']} partitions run, {lr['partitions_reused']} reused, {lr['seconds']:.1f} s)")
+    st = lr["steps"]
+    print(f"  near dedup {st['near_dedup']}; tokenizer {st['tokenizer']}; tokenize "
+          f"{st['tokenize']['partitions_run']} partitions; materialize {st['materialize']}")
     if t["docs"] == 0:
         print(f"corpus-lab: warning: no documents were read from the inputs ({t['rejected']} rejected records; "
               f"see {cfg.run_dir}/rejects/)", file=sys.stderr)

@@ -12,9 +12,14 @@ Jaccard grid, ``lab.dedup``), and merges the partitions' metrics and statistics 
 - Resume: a partition whose ``stats/part-KEY.json`` exists (written last, atomically) and whose
   signals hash matches the config is skipped, so a killed run resumes where it stopped and a
   rerun is idempotent. Outputs do not depend on the number of workers or on the resume point.
-- Faults: a task that raises is retried ``engine.retries`` times; then the partition is
-  quarantined (a ``rejects/`` record with the error, counted in the funnel's ingest stage) and the
-  rest of the run completes. A quarantined partition is tried again by the next run.
+- Faults: a worker that dies has its tasks run again elsewhere (every task writes its files
+  atomically, so nothing changes). An annotate task that raises is retried ``engine.retries``
+  times; then the partition is quarantined (a ``rejects/`` record with the error, counted in the
+  funnel's ingest stage) and the rest of the run completes; the next run tries it again. A full
+  disk is not a partition's fault: it stops the run with ``DiskFullError``, and a rerun resumes.
+- Reruns recompute only what changed (annotate per partition; near dedup, the tokenizer fit,
+  token counts and materialize each when their inputs changed); ``last_run.steps`` in the
+  manifest records what each step computed or reused.
 """
 
 from __future__ import annotations
@@ -399,6 +404,7 @@ def _run_dedup(client, cfg: Config, layout: RunLayout, parts: list[Partition], b
         bar.close()
     write_json({"state": state, "buckets": buckets, "nodes": nodes, "seconds": round(time.time() - started, 3)},
                layout.dedup_done)
+    return True
 
 
 def _run_tasks(client, cfg: Config, layout: RunLayout, todo: list[Partition], buckets: int, *, progress: bool) -> None:
@@ -464,6 +470,9 @@ def merge_stats(layout: RunLayout, parts: list[Partition]) -> tuple[list[dict], 
 
 def finish(cfg: Config, layout: RunLayout, parts: list[Partition], *, steps: dict, seconds: float = 0.0) -> dict:
     """Merge every partition's metrics and statistics partials (in partition order) into the manifest."""
+    for f in layout.root.rglob(".tmp-*"):  # every task is over: a killed worker's unfinished file
+        if f.is_file():
+            f.unlink(missing_ok=True)
     previous = read_json(layout.manifest).get("inputs", []) if layout.manifest.exists() else []
     done, totals = merge_stats(layout, parts)
     cpu: dict[str, float] = {}

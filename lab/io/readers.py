@@ -370,6 +370,8 @@ def _json_doc(part: Partition, inp: InputConfig, off: int, line: bytes) -> Doc |
         if s.lstrip()[:1] in ("[", "]", "}") or (s.strip() == "{"):
             hint = "; the file looks like a JSON array or pretty-printed JSON: JSONL needs one object per line"
         return Reject(part.source, off, f"{where}: invalid JSON ({msg} at column {e.colno}){hint}", size)
+    except (ValueError, RecursionError) as e:  # nesting too deep, an integer of thousands of digits
+        return Reject(part.source, off, f"{where}: unreadable JSON ({type(e).__name__}: {str(e)[:120]})", size)
     if not isinstance(obj, dict):
         return Reject(part.source, off, f"{where}: JSON {type(obj).__name__} where an object was expected", size)
     if inp.text_field not in obj:

@@ -272,3 +272,16 @@ def test_document_just_over_the_limit(tmp_path):
     assert out[1].raw_bytes == 1013 and "document of 1013 bytes exceeds ingest.max_doc_bytes=1000" in out[1].reason
     _, out = read_all(tmp_path / "a.jsonl", ingest=IngestConfig(max_doc_bytes=1013))
     assert [type(o).__name__ for o in out] == ["Doc", "Doc", "Doc"]  # the limit itself is allowed
+
+
+def test_lines_the_json_parser_cannot_hold_are_rejected_not_the_partition(tmp_path):
+    good = make_lines(2)
+    deep = b'{"text": ' + b"[" * 100_000 + b"]" * 100_000 + b"}\n"  # RecursionError in the parser
+    huge = b'{"text": "x", "n": ' + b"9" * 5000 + b"}\n"  # ValueError: integer string too long
+    lines = [good[0], deep, huge, good[1]]
+    (tmp_path / "a.jsonl").write_bytes(b"".join(lines))
+    _, out = read_all(tmp_path / "a.jsonl")
+    assert [type(o).__name__ for o in out] == ["Doc", "Reject", "Reject", "Doc"]
+    r = rejects(out)
+    assert "unreadable JSON (RecursionError" in r[0].reason and "unreadable JSON (ValueError" in r[1].reason
+    assert [x.locator for x in r] == offsets(lines)[1:3]
