@@ -65,6 +65,7 @@ def client_for(cfg: Config, *, quiet: bool = False) -> Iterator[object]:
             raise ConfigError(f"engine.scheduler={eng.scheduler!r}: cannot connect ({e}); "
                               "start one with `dask scheduler` or omit --scheduler to run a LocalCluster") from None
         try:
+            _check_workers(client, eng.scheduler, eng.workers_timeout)
             yield client
         finally:
             client.close()
@@ -87,6 +88,42 @@ def client_for(cfg: Config, *, quiet: bool = False) -> Iterator[object]:
             # the workers are gone: a temporary file left in the run is one they were writing when stopped
             for f in cfg.run_dir.rglob(".tmp-*"):
                 f.unlink(missing_ok=True)
+
+
+def _prepare_worker() -> str:
+    """On a worker of an existing cluster: cap native thread pools (one task per thread) and say
+    which corpus-lab it runs."""
+    for k, v in _THREAD_ENV.items():
+        os.environ.setdefault(k, v)
+    return __version__
+
+
+def _check_workers(client, address: str, timeout: float) -> None:
+    """An existing cluster has workers, and they run this corpus-lab: else a clear error, before any work."""
+    try:
+        client.wait_for_workers(1, timeout=timeout)
+    except TimeoutError:
+        raise ConfigError(f"engine.scheduler={address!r} has no workers after {timeout:g} s; start some with "
+                          f"`dask worker {address} --nthreads 1`, or raise engine.workers_timeout") from None
+    try:
+        versions = client.run(_prepare_worker)
+    except Exception as e:  # the workers cannot unpickle a lab function: corpus-lab is not installed there
+        raise ConfigError(f"the workers of {address} cannot run corpus-lab ({type(e).__name__}: {e}); install "
+                          f"corpus-lab {__version__} in the workers' environment") from None
+    wrong = {w: v for w, v in versions.items() if v != __version__}
+    if wrong:
+        w, v = next(iter(wrong.items()))
+        raise ConfigError(f"{len(wrong)} workers of {address} run corpus-lab {v} (e.g. {w}), this driver {__version__}; "
+                          "install the same version everywhere")
+
+
+def _check_run_dir_shared(client, layout: RunLayout) -> None:
+    """Every worker of an existing cluster sees the run directory (a shared filesystem)."""
+    seen = client.run(os.path.isdir, str(layout.root.resolve()))
+    blind = sorted(w for w, ok in seen.items() if not ok)
+    if blind:
+        raise ConfigError(f"{len(blind)} workers (e.g. {blind[0]}) do not see the run directory {layout.root.resolve()}; "
+                          "put --output-dir on a filesystem every worker mounts at the same path")
 
 
 def _file_hash(path: str) -> str:
@@ -199,6 +236,8 @@ def run(cfg: Config, *, progress: bool = True, overwrite: bool = False, client: 
         with client_for(cfg) as c:
             return run(cfg, progress=progress, overwrite=overwrite, client=c)
     layout, parts = prepare(cfg, overwrite=overwrite)
+    if client is not None and cfg.engine.scheduler:
+        _check_run_dir_shared(client, layout)
     shash = cfg.signals_hash()
     buckets = n_buckets(cfg, parts)
     todo = [p for p in parts if not _complete(layout, p, shash, buckets)]

@@ -429,3 +429,21 @@ def test_full_disk_is_a_clear_error_and_the_rerun_resumes(corpus, reference, tmp
     for f in done:  # reused as they were (cp -a keeps modification times)
         assert (rerun / f).stat().st_mtime_ns == (failed / f).stat().st_mtime_ns, f
     assert_same_run(rerun, reference)
+
+
+def test_a_scheduler_without_workers_is_a_clear_error(tmp_path):
+    """No workers: a one-line error naming the fix, before any work (no run directory)."""
+    info = tmp_path / "scheduler.json"
+    sched = spawn([DASK, "scheduler", "--host", "127.0.0.1", "--port", "0", "--scheduler-file", str(info),
+                   "--no-dashboard"], tmp_path / "scheduler.log")
+    try:
+        address = wait_for(lambda: info.exists() and info.stat().st_size and json.loads(info.read_text())["address"],
+                           120, "the dask scheduler to start")
+        cfg = tmp_path / "c.yaml"
+        cfg.write_text(f"inputs: [{{path: {tmp_path}}}]\nengine: {{workers_timeout: 2}}\n")
+        r = run_cli("--config", str(cfg), "--output-dir", str(tmp_path / "runs"), "--scheduler", address)
+        assert r.returncode == 2 and "Traceback" not in r.stderr
+        assert f"engine.scheduler={address!r} has no workers after 2 s" in r.stderr and "dask worker" in r.stderr
+        assert not (tmp_path / "runs").exists()
+    finally:
+        kill_group(sched)
