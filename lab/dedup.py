@@ -27,6 +27,7 @@ components of the surviving documents' edges at a threshold, one member kept per
 
 from __future__ import annotations
 
+import os
 import difflib
 import re
 from dataclasses import dataclass
@@ -117,30 +118,66 @@ class Forest:
         return int(self.u.size)
 
 
+class _NpyRows:
+    """Rows of a C-order .npy file read with ``pread``: only the bytes asked for enter the process
+    (a memory map would keep every touched page, and its read-ahead, resident: a bucket touches
+    every partition's file, so a mapped read grows with the corpus)."""
+
+    def __init__(self, path: Path) -> None:
+        with open(path, "rb") as f:
+            fmt = np.lib.format
+            version = fmt.read_magic(f)
+            read_header = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+            shape, fortran, dtype = read_header(f)
+            self.offset = f.tell()
+        if fortran:
+            raise ValueError(f"{path}: a Fortran-order array; corpus-lab writes C order")
+        self.path, self.shape, self.dtype = path, shape, np.dtype(dtype)
+        self.row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * self.dtype.itemsize
+
+    def rows(self, rows: np.ndarray) -> np.ndarray:
+        """``array[rows]`` (rows of a 2-D array)."""
+        out = np.empty((rows.size, *self.shape[1:]), dtype=self.dtype)
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            for k, r in enumerate(rows.tolist()):
+                out[k] = np.frombuffer(os.pread(fd, self.row_bytes, self.offset + r * self.row_bytes),
+                                       dtype=self.dtype).reshape(self.shape[1:])
+        finally:
+            os.close(fd)
+        return out
+
+    def span(self, a: int, b: int) -> np.ndarray:
+        """``array[a:b]`` of a 1-D array."""
+        size = self.dtype.itemsize
+        with open(self.path, "rb") as f:
+            return np.frombuffer(os.pread(f.fileno(), (b - a) * size, self.offset + a * size), dtype=self.dtype)
+
+
 class _Rows:
-    """Signature (and shingle-set) rows of many partitions, read in place from their .npy files."""
+    """Signature (and shingle-set) rows of many partitions, read from their .npy files by offset."""
 
     def __init__(self, layout: RunLayout, keys: Sequence[str]) -> None:
         self.layout = layout
         self.keys = list(keys)
-        self.sigs: dict[int, np.ndarray] = {}
-        self.sets: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+        self.sigs: dict[int, _NpyRows] = {}
+        self.sets: dict[int, tuple[_NpyRows, np.ndarray]] = {}
 
     def signatures(self, parts: np.ndarray, rows: np.ndarray, num_perm: int) -> np.ndarray:
         out = np.empty((rows.size, num_perm), dtype=np.uint32)
         for p in np.unique(parts).tolist():
             if p not in self.sigs:
-                self.sigs[p] = np.load(self.layout.signatures(self.keys[p]), mmap_mode="r")
+                self.sigs[p] = _NpyRows(self.layout.signatures(self.keys[p]))
             m = parts == p
-            out[m] = self.sigs[p][rows[m]]
+            out[m] = self.sigs[p].rows(rows[m])
         return out
 
     def shingle_set(self, part: int, row: int) -> np.ndarray:
         if part not in self.sets:
             values, offsets = self.layout.shingles(self.keys[part])
-            self.sets[part] = (np.load(values, mmap_mode="r"), np.load(offsets))
+            self.sets[part] = (_NpyRows(values), np.load(offsets))
         values, offsets = self.sets[part]
-        return np.asarray(values[offsets[row]:offsets[row + 1]])
+        return values.span(int(offsets[row]), int(offsets[row + 1]))
 
 
 def _group_pairs(starts: np.ndarray, sizes: np.ndarray, cap: int) -> tuple[np.ndarray, np.ndarray]:

@@ -248,7 +248,7 @@ def write_one_shard(run_dir: str, keys: list[str], task: ShardTask, dtype: np.dt
     layout = RunLayout(Path(run_dir))
     found: dict[int, np.ndarray] = {}
     for key in keys:
-        with pa.memory_map(str(_scattered(layout, key))) as src:
+        with pa.OSFile(str(_scattered(layout, key))) as src:  # reads this batch only; a map keeps pages resident
             b = pa.ipc.open_file(src).get_batch(task.batch)
             if b.num_rows:
                 col = b.column(1)
