@@ -3,7 +3,9 @@
 ``create(run_dir)`` builds one session's page; ``serve(run_dir, ...)`` serves it (``corpus-lab
 serve``). Each browser session gets its own ``apps.state`` objects; the run's signals are loaded
 once per process (``lab.query.open_run(in_memory=True)``) and every query takes its own cursor,
-so sessions never share one. Sliders query on release (``value_throttled``), not on every pixel.
+so sessions never share one. Sliders query on release (``value_throttled``), not on every pixel;
+the query runs on a thread of the process's pool and its answer reaches the page as one patch (the
+table patched, the Kept line, the chart's data), the sampled documents after it.
 Nothing here reads files but through ``lab``: the server exposes no static directory.
 """
 
