@@ -78,7 +78,10 @@ class FunnelState:
 
     @property
     def config(self) -> Config:
-        return knobs.apply(self.base, self.moved)
+        key = (id(self.base), tuple(self.moved.items()))  # a move asks for it a few times: build it once
+        if getattr(self, "_config", (None, None))[0] != key:
+            self._config = (key, knobs.apply(self.base, self.moved))
+        return self._config[1]
 
     def funnel(self, by: str | None = None, *, config: Config | None = None) -> pl.DataFrame:
         """The funnel under the current thresholds (or under ``config``, a snapshot of them)."""
