@@ -78,10 +78,12 @@ class FunnelState:
 
     @property
     def config(self) -> Config:
-        key = (id(self.base), tuple(self.moved.items()))  # a move asks for it a few times: build it once
-        if getattr(self, "_config", (None, None))[0] != key:
-            self._config = (key, knobs.apply(self.base, self.moved))
-        return self._config[1]
+        moved = tuple(self.moved.items())  # a move asks for it a few times: build it once
+        base, seen, cfg = getattr(self, "_config", (None, None, None))
+        if base is not self.base or seen != moved:
+            cfg = knobs.apply(self.base, self.moved)
+            self._config = (self.base, moved, cfg)
+        return cfg
 
     def funnel(self, by: str | None = None, *, config: Config | None = None) -> pl.DataFrame:
         """The funnel under the current thresholds (or under ``config``, a snapshot of them)."""
