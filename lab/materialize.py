@@ -75,18 +75,30 @@ def order_and_split(doc_ids: np.ndarray, seed: int, val_fraction: float) -> tupl
     return order, val[order]
 
 
-def kept_tokens(cfg: Config, layout: RunLayout, sha256: str) -> tuple[np.ndarray, list[np.ndarray]]:
-    """doc_ids and token ids (without EOD) of every document ``cfg`` keeps, in doc_id order."""
+def _kept_ids(cfg: Config, layout: RunLayout) -> np.ndarray:
+    """doc_ids of every document ``cfg`` keeps, sorted."""
     from lab import query
 
     reasons = query.drop_reasons(query.open_run(layout.root, refresh=True), cfg)
-    kept = np.sort(reasons.filter(reasons["reason"].is_null())["doc_id"].to_numpy())
-    ids: dict[int, np.ndarray] = {}
-    for f in sorted(layout.tokenized_dir.glob("part-*.parquet")):
+    return np.sort(reasons.filter(reasons["reason"].is_null())["doc_id"].to_numpy())
+
+
+def _tokenized(layout: RunLayout, sha256: str) -> list[Path]:
+    """The tokenized partitions, in key order; refuses counts made by another tokenizer."""
+    files = sorted(layout.tokenized_dir.glob("part-*.parquet"))
+    for f in files:
         done = read_json(f.with_suffix(".json"))
         if done.get("sha256") != sha256:
             raise LabError(f"{f} was counted with tokenizer {str(done.get('sha256'))[:16]}…, the run's is "
                            f"{sha256[:16]}…; rerun `corpus-lab run` to recount")
+    return files
+
+
+def kept_tokens(cfg: Config, layout: RunLayout, sha256: str) -> tuple[np.ndarray, list[np.ndarray]]:
+    """doc_ids and token ids (without EOD) of every document ``cfg`` keeps, in doc_id order."""
+    kept = _kept_ids(cfg, layout)
+    ids: dict[int, np.ndarray] = {}
+    for f in _tokenized(layout, sha256):
         t = pq.read_table(f, columns=["doc_id", "ids"])
         d = t.column("doc_id").to_numpy()
         want = np.flatnonzero(np.isin(d, kept))
@@ -137,16 +149,9 @@ class Job:
 
 def _kept_lengths(cfg: Config, layout: RunLayout, sha256: str) -> tuple[list[str], np.ndarray, np.ndarray]:
     """Tokenized partition keys, and the doc_ids (sorted) and token counts of every kept document."""
-    from lab import query
-
-    reasons = query.drop_reasons(query.open_run(layout.root, refresh=True), cfg)
-    kept = np.sort(reasons.filter(reasons["reason"].is_null())["doc_id"].to_numpy())
+    kept = _kept_ids(cfg, layout)
     keys, ids, counts = [], [], []
-    for f in sorted(layout.tokenized_dir.glob("part-*.parquet")):
-        done = read_json(f.with_suffix(".json"))
-        if done.get("sha256") != sha256:
-            raise LabError(f"{f} was counted with tokenizer {str(done.get('sha256'))[:16]}…, the run's is "
-                           f"{sha256[:16]}…; rerun `corpus-lab run` to recount")
+    for f in _tokenized(layout, sha256):
         t = pq.read_table(f, columns=["doc_id", "n_tokens"])
         keys.append(f.stem.split("-", 1)[1])
         ids.append(t.column("doc_id").to_numpy())
