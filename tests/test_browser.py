@@ -2,7 +2,8 @@
 
 Serves the app on 127.0.0.1, moves a slider, and checks the funnel table against
 ``lab.query.funnel`` for those thresholds; opens a dedup cluster; exports the config and checks it
-loads and equals the chosen thresholds. Screenshots go to ``test-artifacts/``.
+loads and equals the chosen thresholds; reads the Fertility & packing and Planner tabs and changes a
+planner input. Screenshots go to ``test-artifacts/``.
 """
 
 from __future__ import annotations
@@ -132,4 +133,35 @@ def test_open_a_dedup_cluster(served, browser):
     assert page.get_by_text(f"{len(members)} members:", exact=False).count() == 1
     assert page.locator("del, ins").count() > 0  # the two documents' differences are highlighted
     page.screenshot(path=str(ARTIFACTS / "dedup_cluster.png"), full_page=True)
+    page.close()
+
+
+def test_fertility_packing_and_planner_tabs(served, browser):
+    """The two remaining tabs render the run's numbers; a planner input recomputes the plan."""
+    from apps.state import PlannerState
+
+    run_dir, url = served
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(url, timeout=60_000)
+    page.wait_for_selector("text=Kept:", timeout=60_000)
+    page.locator(".bk-tab", has_text="Fertility & packing").click()
+    page.wait_for_selector("text=Packing: strategy x seq_len", timeout=30_000)
+    strategies = {s for s in query.packing(run_dir)["strategy"].to_list()}
+    shown = set(page.locator('.tabulator-cell[tabulator-field="strategy"]').all_inner_texts())
+    assert strategies and strategies <= shown
+    page.screenshot(path=str(ARTIFACTS / "fertility_packing.png"), full_page=True)
+
+    page.locator(".bk-tab", has_text="Planner").click()
+    ps = PlannerState(run_dir)
+    page.wait_for_selector(f"text={ps.result()['raw_bytes'] / 1e12:,.1f} TB", timeout=30_000)
+    gpus = page.locator(".bk-input-group", has_text="GPUs").locator("input")
+    gpus.fill(str(ps.gpus * 2))
+    gpus.press("Enter")
+    ps.gpus *= 2
+    per_gpu = f"{ps.result()['throughput']['per_gpu']:,.0f}"
+    page.wait_for_selector(f"td:has-text('{per_gpu}')", timeout=30_000)
+    page.screenshot(path=str(ARTIFACTS / "planner.png"), full_page=True)
+    assert not errors
     page.close()
