@@ -484,10 +484,6 @@ def _run_tasks(client, cfg: Config, layout: RunLayout, todo: list[Partition], bu
         bar.close()
         for f in futures:
             f.cancel()
-    # every attempt is over: a temporary file left is a killed worker's, whose task ran again elsewhere
-    for d in {p.parent for part in todo[:1] for p in layout.partition_files(part.key)}:
-        for f in d.glob(".tmp-*"):
-            f.unlink(missing_ok=True)
 
 
 def _tokenizer_summary(layout: RunLayout) -> dict:
