@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 from lab import query
 from lab.config import Config, build
 from lab.io.run import RunLayout
-from lab.io.schema import signals_schema
+from lab.io.schema import DOCS_SCHEMA, REJECTS_SCHEMA, signals_schema
 from lab.io.writers import write_parquet
 from lab.select import ruleset
 
@@ -79,6 +79,20 @@ def synth(n: int, seed: int) -> pa.Table:
     return pa.table(cols, schema=signals_schema())
 
 
+def write_run(root: Path, rows: int, from_run: str) -> RunLayout:
+    """A run directory of ``rows`` signal rows resampled from ``from_run`` ('' = random signals)."""
+    layout = RunLayout(root)
+    layout.make()
+    source = pa.concat_tables(pq.read_table(p) for p in sorted(Path(from_run, "signals").glob("part-*.parquet"))) \
+        if from_run else None
+    for i, start in enumerate(range(0, rows, CHUNK)):
+        m = min(CHUNK, rows - start)
+        write_parquet(resample(source, m, i) if source is not None else synth(m, seed=i), layout.part("signals", f"{i:05d}"))
+    for kind, schema in (("docs", DOCS_SCHEMA), ("rejects", REJECTS_SCHEMA)):
+        write_parquet(schema.empty_table(), layout.part(kind, "00000"))
+    return layout
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, default=1_000_000)
@@ -87,16 +101,7 @@ def main() -> None:
     ap.add_argument("--out", default="bench/out/funnel_query.json")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        layout = RunLayout(Path(tmp) / "run")
-        layout.make()
-        source = pa.concat_tables(pq.read_table(p) for p in sorted(Path(args.from_run, "signals").glob("part-*.parquet"))) \
-            if args.from_run else None
-        for i, start in enumerate(range(0, args.rows, CHUNK)):
-            m = min(CHUNK, args.rows - start)
-            write_parquet(resample(source, m, i) if source is not None else synth(m, seed=i), layout.part("signals", f"{i:05d}"))
-        for kind in ("docs", "rejects"):
-            from lab.io.schema import DOCS_SCHEMA, REJECTS_SCHEMA
-            write_parquet((DOCS_SCHEMA if kind == "docs" else REJECTS_SCHEMA).empty_table(), layout.part(kind, "00000"))
+        layout = write_run(Path(tmp) / "run", args.rows, args.from_run)
         t0 = time.perf_counter()
         run = query.open_run(layout.root, in_memory=True)
         load_s = time.perf_counter() - t0
