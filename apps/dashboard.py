@@ -72,17 +72,17 @@ def _widget(k):
     """A widget for one knob (``lab.knobs.Knob``)."""
     label = k.name
     if k.kind == "switch":
-        return pn.widgets.Checkbox(name=label, value=k.value)
+        return pn.widgets.Checkbox(label=label, value=k.value)
     if k.kind == "choice":
-        return pn.widgets.Select(name=label, options=list(k.options), value=k.value)
+        return pn.widgets.Select(label=label, options=list(k.options), value=k.value)
     if k.kind == "languages":
-        return pn.widgets.MultiChoice(name=label, options=list(k.options), value=list(k.value))
+        return pn.widgets.MultiChoice(label=label, options=list(k.options), value=list(k.value))
     if k.lo is not None and k.hi is not None and k.hi > k.lo:
         if k.kind == "integer":
-            return pn.widgets.IntSlider(name=label, start=int(k.lo), end=int(max(k.hi, k.lo + 1)), value=int(k.value))
-        return pn.widgets.FloatSlider(name=label, start=float(k.lo), end=float(k.hi), value=float(k.value),
+            return pn.widgets.IntSlider(label=label, start=int(k.lo), end=int(max(k.hi, k.lo + 1)), value=int(k.value))
+        return pn.widgets.FloatSlider(label=label, start=float(k.lo), end=float(k.hi), value=float(k.value),
                                       step=(float(k.hi) - float(k.lo)) / 200)
-    return (pn.widgets.IntInput if k.kind == "integer" else pn.widgets.FloatInput)(name=label, value=k.value)
+    return (pn.widgets.IntInput if k.kind == "integer" else pn.widgets.FloatInput)(label=label, value=k.value)
 
 
 class _Latest:
@@ -177,12 +177,12 @@ def funnel_tab(state: FunnelState) -> pn.viewable.Viewable:
     doc = pn.state.curdoc
     first = state.view()
     table = pn.widgets.Tabulator(first.funnel.to_pandas(), disabled=True, show_index=False, height=380,
-                                 name="funnel")
+                                 label="funnel")
     retention = pn.pane.HTML(_kept_line(first), name="retention")
     error = pn.pane.Alert(visible=False, alert_type="danger")
-    by = pn.widgets.Select(name="split by", options=["(none)", "lang", "source"], value="(none)")
-    stage = pn.widgets.Select(name="dropped by stage", options=list(query.STAGE_NAMES), value="gopher_quality")
-    samples = pn.widgets.Tabulator(disabled=True, show_index=False, height=260, name="dropped")
+    by = pn.widgets.Select(label="split by", options=["(none)", "lang", "source"], value="(none)")
+    stage = pn.widgets.Select(label="dropped by stage", options=list(query.STAGE_NAMES), value="gopher_quality")
+    samples = pn.widgets.Tabulator(disabled=True, show_index=False, height=260, label="dropped")
     fig, source = _funnel_chart(first.curve)
     chart = pn.pane.Bokeh(fig, height=280, sizing_mode="stretch_width", name="funnel chart")
     numbers, details = _Latest(doc, _FUNNELS), _Latest(doc, _SAMPLES)
@@ -249,11 +249,11 @@ def _samples_frame(d):
 
 
 def dedup_tab(cs: ClusterState) -> pn.viewable.Viewable:
-    threshold = pn.widgets.Select(name="near-duplicate threshold (Jaccard)", options=list(GRID), value=cs.threshold)
-    sort = pn.widgets.Select(name="sort by", options=list(query.CLUSTER_SORTS), value=cs.sort)
-    page = pn.widgets.IntInput(name="page", value=0, start=0)
+    threshold = pn.widgets.Select(label="near-duplicate threshold (Jaccard)", options=list(GRID), value=cs.threshold)
+    sort = pn.widgets.Select(label="sort by", options=list(query.CLUSTER_SORTS), value=cs.sort)
+    page = pn.widgets.IntInput(label="page", value=0, start=0)
     count = pn.pane.Markdown()
-    table = pn.widgets.Tabulator(disabled=True, show_index=False, height=300, selectable=1, name="clusters")
+    table = pn.widgets.Tabulator(disabled=True, show_index=False, height=300, selectable=1, label="clusters")
     docs = pn.pane.HTML(name="members")
     curve = pn.pane.Matplotlib(_s_curve_figure(cs), dpi=80, height=260, tight=True)
 
@@ -350,11 +350,11 @@ def tokens_tab(run_dir: Path) -> pn.viewable.Viewable:
 
 
 def planner_tab(ps: PlannerState) -> pn.viewable.Viewable:
-    target = pn.widgets.FloatInput(name="token target", value=ps.token_target, start=1)
-    days = pn.widgets.FloatInput(name="training days", value=ps.days, start=0.01)
-    gpus = pn.widgets.IntInput(name="GPUs", value=ps.gpus, start=1)
-    deadline = pn.widgets.FloatInput(name="days to curate the corpus", value=ps.deadline_days, start=0.01)
-    disk = pn.widgets.IntInput(name="bytes per token on disk", value=ps.bytes_per_token_on_disk, start=1)
+    target = pn.widgets.FloatInput(label="token target", value=ps.token_target, start=1)
+    days = pn.widgets.FloatInput(label="training days", value=ps.days, start=0.01)
+    gpus = pn.widgets.IntInput(label="GPUs", value=ps.gpus, start=1)
+    deadline = pn.widgets.FloatInput(label="days to curate the corpus", value=ps.deadline_days, start=0.01)
+    disk = pn.widgets.IntInput(label="bytes per token on disk", value=ps.bytes_per_token_on_disk, start=1)
     out = pn.pane.Markdown(name="plan")
     chart = pn.pane.Matplotlib(dpi=80, height=300, tight=True)
 
@@ -407,7 +407,7 @@ def export_tab(state: FunnelState) -> pn.viewable.Viewable:
 
     download = pn.widgets.FileDownload(callback=current, filename="corpus-lab-config.yaml",
                                        label="Download config", button_type="primary")
-    refresh = pn.widgets.Button(name="Show the current config")
+    refresh = pn.widgets.Button(label="Show the current config")
     refresh.on_click(show)
     show()
     return pn.Column(download, refresh, text, name="Export")
