@@ -32,6 +32,7 @@ import sys
 import time
 from contextlib import contextmanager
 from importlib import metadata
+from pathlib import Path
 from typing import Iterator
 
 from lab import __version__, dedup
@@ -85,9 +86,15 @@ def client_for(cfg: Config, *, quiet: bool = False) -> Iterator[object]:
         finally:
             client.close()
             cluster.close()
-            # the workers are gone: a temporary file left in the run is one they were writing when stopped
-            for f in cfg.run_dir.rglob(".tmp-*"):
-                f.unlink(missing_ok=True)
+            _sweep_temporary(cfg.run_dir)  # the workers are gone: files they were writing when stopped
+
+
+def _sweep_temporary(root: Path) -> None:
+    """Remove the ``.tmp-*`` files under a run directory: files a stopped task was writing, never
+    read. Directories are left alone (materialize stages its output in ``.tmp-tokens/``)."""
+    for f in root.rglob(".tmp-*"):
+        if f.is_file():
+            f.unlink(missing_ok=True)
 
 
 def _prepare_worker() -> str:
@@ -505,9 +512,7 @@ def merge_stats(layout: RunLayout, parts: list[Partition]) -> tuple[list[dict], 
 
 def finish(cfg: Config, layout: RunLayout, parts: list[Partition], *, steps: dict, seconds: float = 0.0) -> dict:
     """Merge every partition's metrics and statistics partials (in partition order) into the manifest."""
-    for f in layout.root.rglob(".tmp-*"):  # every task is over: a killed worker's unfinished file
-        if f.is_file():
-            f.unlink(missing_ok=True)
+    _sweep_temporary(layout.root)  # every task is over: a killed worker's unfinished files
     previous = read_json(layout.manifest).get("inputs", []) if layout.manifest.exists() else []
     done, totals = merge_stats(layout, parts)
     cpu: dict[str, float] = {}
