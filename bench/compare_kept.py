@@ -74,7 +74,7 @@ def main() -> None:
     if run.config is None:
         raise SystemExit(f"error: {args.run} has no config.yaml; is it a corpus-lab run directory?")
     reasons = query.drop_reasons(run, run.config)
-    docs = pl.read_parquet(args.run / "docs", columns=["doc_id", "record_id", "text"])
+    docs = pl.read_parquet(args.run / "docs", columns=["doc_id", "source", "record_id", "text"])
     cl = docs.join(reasons, on="doc_id", how="left")
     cl_outcome = {rid: (reason or "kept") for rid, reason in zip(cl["record_id"], cl["reason"])}
     texts = dict(zip(cl["record_id"], cl["text"]))
@@ -84,7 +84,7 @@ def main() -> None:
                 for d in jsonl_zst(f)}
     dt_outcome = {rid: "kept" if rid in final else "minhash" if rid in survivors else "filters" for rid in cl_outcome}
 
-    sources = sorted({s for s in pl.read_parquet(args.run / "docs", columns=["source"])["source"]})
+    sources = sorted(set(docs["source"]))
     labels = {}
     for name in sources:
         for d in jsonl_zst(CORPUS / Path(name).name):
