@@ -886,3 +886,10 @@ def languages(run: str | Path | Run) -> list[tuple[str, int]]:
     """(language, documents) of the run, most documents first."""
     return open_run(run).cursor().execute(
         "SELECT lang, count(*) AS n FROM signals WHERE lang IS NOT NULL GROUP BY lang ORDER BY n DESC, lang").fetchall()
+
+
+# --- the judging loop's read side: submodules over the names above (each lists its API in __all__) ---
+
+from lab.query.browse import *  # noqa: E402,F401,F403
+from lab.query.distribution import *  # noqa: E402,F401,F403
+from lab.query.labelling import *  # noqa: E402,F401,F403
