@@ -1,7 +1,9 @@
 """plan: the throughput planner (DESIGN §7) as pure functions: tokens to train on -> raw bytes, cores, bandwidth.
 
 The questions the dashboard's Planner tab answers, fed by a run's measured funnel and costs
-(``from_manifest``), not by guesses:
+(``from_manifest``), not by guesses. The session's thresholds give another funnel over the same run
+(``lab.query.funnel``); ``from_funnel`` takes its retention and bytes per token (the costs stay the
+run's), and ``compare`` says where the plan it gives differs from the plan of the run's own config.
 
 - **Funnel.** Stage ``i`` keeps a fraction ``r_i`` of the bytes it sees, so the bytes out of stage
   ``i`` are ``B_i = B_0 * prod_{j<=i} r_j`` (``funnel_bytes``). ``S`` stages turn ``B_0`` raw bytes into
@@ -48,6 +50,7 @@ import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from lab.errors import ConfigError
 from lab.io.run import RunLayout
@@ -263,21 +266,59 @@ def from_manifest(run_dir: str | Path) -> dict:
     if not funnel:
         raise ConfigError(f"run_dir {str(run_dir)!r}: the manifest's funnel is empty (the run read no documents); "
                           "nothing to measure retention on")
-    units = ["docs", "bytes"] + (["tokens"] if all("tokens_out" in f for f in funnel) else [])
-    retention = {u: {f["stage"]: _ratio(f[f"{u}_out"], f[f"{u}_in"]) for f in funnel} for u in units}
     raw = funnel[0]["bytes_in"]
+    cpu = m.get("stage_cpu_seconds", {})
+    return _measured(funnel, run=str(run_dir),
+                     costs={s: sec / raw for s, sec in cpu.items()} if raw else {})
+
+
+def from_funnel(funnel: Any, measured: Mapping) -> dict:
+    """The planner's inputs with the retention and bytes per token of a session's funnel.
+
+    ``funnel`` is the ungrouped table ``lab.query.funnel(run, config)`` returns for the thresholds the
+    session has chosen (or its rows as dicts); ``measured`` is ``from_manifest`` of the same run. The
+    result has ``from_manifest``'s keys: ``retention`` (per stage, ``out / in`` of each unit),
+    ``raw_bytes``, ``kept_bytes``, ``kept_tokens`` and ``bytes_per_token`` (of the documents the funnel
+    keeps) come from the funnel; ``stage_cpu_seconds_per_byte`` stays the run's measured cost (an
+    explore run computes every signal of every document, whatever the thresholds).
+
+    >>> rows = [{"stage": "a", "docs_in": 4, "docs_out": 4, "bytes_in": 100, "bytes_out": 100},
+    ...         {"stage": "b", "docs_in": 4, "docs_out": 2, "bytes_in": 100, "bytes_out": 40}]
+    >>> from_funnel(rows, {"run": "r", "stage_cpu_seconds_per_byte": {}})["retention"]["bytes"]
+    {'a': 1.0, 'b': 0.4}
+    """
+    rows = funnel.to_dicts() if hasattr(funnel, "to_dicts") else [dict(r) for r in funnel]
+    if not rows:
+        raise ConfigError("funnel is empty (no stages): pass the table lab.query.funnel(run, config) returns")
+    grouped = sorted({"lang", "source", "group"} & set(rows[0]))
+    if grouped:
+        raise ConfigError(f"funnel is split by {grouped[0]!r}: pass the ungrouped funnel, "
+                          "lab.query.funnel(run, config) without by=")
+    missing = [c for c in ("stage", "docs_in", "docs_out", "bytes_in", "bytes_out") if c not in rows[0]]
+    if missing:
+        raise ConfigError(f"funnel has no column {missing[0]!r}; pass the table lab.query.funnel(run, config) returns "
+                          "(stage, docs_in/out, bytes_in/out, tokens_in/out)")
+    if not isinstance(measured, Mapping) or "stage_cpu_seconds_per_byte" not in measured:
+        raise ConfigError("measured must be plan.from_manifest(run_dir) of the funnel's run "
+                          "(a mapping with stage_cpu_seconds_per_byte)")
+    return _measured(rows, run=measured.get("run"), costs=dict(measured["stage_cpu_seconds_per_byte"]))
+
+
+def _measured(funnel: Sequence[Mapping], *, run: str | None, costs: dict[str, float]) -> dict:
+    """``from_manifest``'s structure from funnel rows (``stage``, ``<unit>_in``, ``<unit>_out``)."""
+    units = ["docs", "bytes"] + (["tokens"] if all(f.get("tokens_out") is not None for f in funnel) else [])
+    retention = {u: {f["stage"]: _ratio(f[f"{u}_out"], f[f"{u}_in"]) for f in funnel} for u in units}
     kept = funnel[-1]["bytes_out"]
     tokens = funnel[-1]["tokens_out"] if "tokens" in retention else None
-    cpu = m.get("stage_cpu_seconds", {})
     return {
-        "run": str(run_dir),
+        "run": run,
         "stages": [f["stage"] for f in funnel],
         "retention": retention,
-        "raw_bytes": raw,
+        "raw_bytes": funnel[0]["bytes_in"],
         "kept_bytes": kept,
         "kept_tokens": tokens,
         "bytes_per_token": kept / tokens if tokens else None,
-        "stage_cpu_seconds_per_byte": {s: sec / raw for s, sec in cpu.items()} if raw else {},
+        "stage_cpu_seconds_per_byte": costs,
     }
 
 
@@ -310,3 +351,84 @@ def plan(token_target: float, days: float, gpus: int, *, retentions: Retentions,
         "cores": cores_for_deadline(raw, stage_cpu_seconds_per_byte,
                                     _positive("deadline_days", deadline_days) * SECONDS_PER_DAY),
     }
+
+
+# --- the session's plan against the run's
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One figure that differs between two plans (``compare``): the run's config's and the session's."""
+
+    key: str  # retention_product | bytes_per_token | raw_bytes | cores | retention.<stage>
+    base: float  # in the plan of the run's own config
+    current: float  # in the plan of the session's thresholds
+
+    def __str__(self) -> str:
+        """The figure as the Planner tab says it.
+
+        >>> str(Difference("retention_product", 0.2727, 0.3333))
+        'kept bytes 27.27% -> 33.33% of raw'
+        >>> str(Difference("raw_bytes", 6.23e15, 5.1e15))
+        'raw bytes needed 6.23 PB -> 5.1 PB (x0.819)'
+        """
+        if self.key == "retention_product":
+            return f"kept bytes {self.base:.2%} -> {self.current:.2%} of raw"
+        if self.key.startswith("retention."):
+            return f"{self.key.removeprefix('retention.')} keeps {self.base:.2%} -> {self.current:.2%} of its bytes"
+        if self.key == "bytes_per_token":
+            return f"bytes per token {self.base:.3g} -> {self.current:.3g}"
+        ratio = f" (x{self.current / self.base:.3g})" if self.base else ""
+        if self.key == "raw_bytes":
+            return f"raw bytes needed {_bytes(self.base)} -> {_bytes(self.current)}{ratio}"
+        return f"{self.key} {self.base:.3g} -> {self.current:.3g}{ratio}"
+
+
+def _bytes(n: float) -> str:
+    """Bytes with a decimal prefix, 3 significant digits.
+
+    >>> _bytes(6.2316e15), _bytes(512)
+    ('6.23 PB', '512 B')
+    """
+    for unit, size in (("EB", 1e18), ("PB", 1e15), ("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if abs(n) >= size:
+            return f"{n / size:.3g} {unit}"
+    return f"{n:.3g} B"
+
+
+def compare(current: Mapping, base: Mapping, *, rel: float = 1e-9) -> list[Difference]:
+    """What differs in ``current``, the plan of the session's funnel (``from_funnel``), from ``base``, the
+    plan of the run's own config (two ``plan`` results for the same target). Headline figures first
+    (retention product, bytes per token, raw bytes needed, cores), then each stage whose retention
+    moved, in funnel order; empty when they agree within ``rel``.
+
+    >>> a = plan(1e9, 1, 1, retentions={"c4": 0.5, "pii": 1.0}, bytes_per_token=4, stage_cpu_seconds_per_byte={},
+    ...          deadline_days=1)
+    >>> b = plan(1e9, 1, 1, retentions={"c4": 1.0, "pii": 1.0}, bytes_per_token=4, stage_cpu_seconds_per_byte={},
+    ...          deadline_days=1)
+    >>> for d in compare(b, a):  # c4 unticked in the session
+    ...     print(d)
+    kept bytes 50.00% -> 100.00% of raw
+    raw bytes needed 8 GB -> 4 GB (x0.5)
+    c4 keeps 50.00% -> 100.00% of its bytes
+    """
+    for name, p in (("current", current), ("base", base)):
+        if not isinstance(p, Mapping) or not {"retention_product", "bytes_per_token", "raw_bytes", "funnel"} <= set(p):
+            raise ConfigError(f"{name} must be a result of plan.plan(...) (retention_product, bytes_per_token, "
+                              f"raw_bytes, funnel); got {type(p).__name__}")
+    stages_a = [r["stage"] for r in base["funnel"]]
+    stages_b = [r["stage"] for r in current["funnel"]]
+    if stages_a != stages_b:
+        raise ConfigError(f"the plans have different stages ({', '.join(stages_a)} vs {', '.join(stages_b)}); "
+                          "compare plans of the same run")
+    out = []
+    for key in ("retention_product", "bytes_per_token", "raw_bytes"):
+        if not math.isclose(base[key], current[key], rel_tol=rel):
+            out.append(Difference(key, float(base[key]), float(current[key])))
+    a, b = base.get("cores", {}).get("cores"), current.get("cores", {}).get("cores")
+    if a is not None and b is not None and not math.isclose(a, b, rel_tol=rel):
+        out.append(Difference("cores", float(a), float(b)))
+    for ra, rb in zip(base["funnel"], current["funnel"]):
+        if not math.isclose(ra["retention"], rb["retention"], rel_tol=rel):
+            out.append(Difference(f"retention.{ra['stage']}", float(ra["retention"]), float(rb["retention"])))
+    return out

@@ -15,6 +15,7 @@ import itertools
 import math
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from lab import engine, sample
@@ -25,8 +26,10 @@ from lab.plan import (
     SECONDS_PER_DAY,
     Throughput,
     break_even_epochs,
+    compare,
     cores_for_deadline,
     cores_needed,
+    from_funnel,
     from_manifest,
     funnel_bytes,
     materialize_pays,
@@ -226,3 +229,141 @@ def test_plan_scales_the_run_to_a_pretraining_target(run_dir):
     assert big["raw_bytes"] / small["raw_bytes"] == pytest.approx(14.8e3)  # linear in the target
     assert big["cores"]["cores"] / small["cores"]["cores"] == pytest.approx(14.8e3)
     assert big["throughput"]["per_gpu"] == pytest.approx(1550, rel=0.01)
+
+
+# --- the Planner fed by the session's funnel (issue 12)
+
+
+def _funnel(stages, bytes_out, tokens_kept=None, raw=1000, docs_per_byte=0.01):
+    """A funnel table shaped like lab.query.funnel's: each stage's bytes in/out (docs follow the bytes)."""
+    rows, into = [], raw
+    for stage, out in zip(stages, bytes_out):
+        rows.append({"stage": stage, "docs_in": int(into * docs_per_byte), "docs_out": int(out * docs_per_byte),
+                     "bytes_in": into, "bytes_out": out})
+        into = out
+    f = pl.DataFrame(rows)
+    if tokens_kept is not None:  # tokens in proportion to bytes, ending at tokens_kept
+        per = tokens_kept / bytes_out[-1]
+        f = f.with_columns((pl.col("bytes_in") * per).round().cast(pl.Int64).alias("tokens_in"),
+                           (pl.col("bytes_out") * per).round().cast(pl.Int64).alias("tokens_out"))
+    return f.with_columns(*(pl.col(f"{u}_out").truediv(pl.col(f"{u}_in")).alias(f"{u}_retention")
+                            for u in ("docs", "bytes", "tokens") if f"{u}_in" in f.columns))
+
+
+STAGES4 = ["ingest", "language", "gopher_quality", "c4"]
+MEASURED = {"run": "runs/x", "stage_cpu_seconds_per_byte": {"language": 2e-8, "gopher_quality": 8e-8}}
+
+
+def test_from_funnel_takes_retention_and_bytes_per_token_from_the_funnel():
+    # by hand: 1000 B raw; language keeps 800, gopher_quality 400, c4 360; 90 tokens kept -> 4 B/token
+    base = from_funnel(_funnel(STAGES4, [1000, 800, 400, 360], tokens_kept=90), MEASURED)
+    assert base["stages"] == STAGES4
+    assert base["retention"]["bytes"] == {"ingest": 1.0, "language": 0.8, "gopher_quality": 0.5, "c4": 0.9}
+    assert base["retention"]["docs"]["gopher_quality"] == 0.5 and set(base["retention"]) == {"docs", "bytes", "tokens"}
+    assert (base["raw_bytes"], base["kept_bytes"], base["kept_tokens"], base["bytes_per_token"]) == (1000, 360, 90, 4.0)
+    assert base["stage_cpu_seconds_per_byte"] == MEASURED["stage_cpu_seconds_per_byte"]  # the run's measured cost
+    assert base["run"] == "runs/x"
+    assert set(base) == {"run", "stages", "retention", "raw_bytes", "kept_bytes", "kept_tokens", "bytes_per_token",
+                         "stage_cpu_seconds_per_byte"}  # from_manifest's structure
+    # the rows as dicts (a manifest's funnel) give the same
+    assert from_funnel(_funnel(STAGES4, [1000, 800, 400, 360], tokens_kept=90).to_dicts(), MEASURED) == base
+    # before tokenization: no token retention, no bytes per token
+    untok = from_funnel(_funnel(STAGES4, [1000, 800, 400, 360]), MEASURED)
+    assert untok["kept_tokens"] is None and untok["bytes_per_token"] is None and "tokens" not in untok["retention"]
+
+
+def _plan(inputs, target=1e9):
+    return plan(target, 30, 64, retentions=inputs["retention"]["bytes"], bytes_per_token=inputs["bytes_per_token"],
+                stage_cpu_seconds_per_byte=inputs["stage_cpu_seconds_per_byte"], deadline_days=7)
+
+
+def test_disabling_a_stage_shrinks_the_raw_bytes_needed_by_its_retention():
+    run = from_funnel(_funnel(STAGES4, [1000, 800, 400, 360], tokens_kept=90), MEASURED)
+    # gopher_quality unticked: it keeps everything; c4 still keeps 0.9; 720 B kept, 180 tokens (4 B/token)
+    session = from_funnel(_funnel(STAGES4, [1000, 800, 800, 720], tokens_kept=180), MEASURED)
+    assert session["retention"]["bytes"]["gopher_quality"] == 1.0
+    a, b = _plan(run), _plan(session)
+    assert a["retention_product"] == pytest.approx(0.36) and b["retention_product"] == pytest.approx(0.72)
+    assert a["raw_bytes"] == pytest.approx(1e9 * 4 / 0.36) and b["raw_bytes"] == pytest.approx(1e9 * 4 / 0.72)
+    assert b["raw_bytes"] / a["raw_bytes"] == pytest.approx(0.5)  # by the stage's retention, by hand
+    assert b["cores"]["cores"] / a["cores"]["cores"] == pytest.approx(0.5)  # same cost per raw byte, half the bytes
+    diffs = compare(b, a)  # the session's plan against the run's
+    assert [d.key for d in diffs] == ["retention_product", "raw_bytes", "cores", "retention.gopher_quality"]
+    by = {d.key: d for d in diffs}
+    assert (by["retention.gopher_quality"].base, by["retention.gopher_quality"].current) == (0.5, 1.0)
+    assert str(by["retention_product"]) == "kept bytes 36.00% -> 72.00% of raw"
+    assert str(by["raw_bytes"]) == "raw bytes needed 11.1 GB -> 5.56 GB (x0.5)"
+    assert str(by["retention.gopher_quality"]) == "gopher_quality keeps 50.00% -> 100.00% of its bytes"
+    assert compare(_plan(run), a) == []  # the same funnel: nothing to say
+
+
+def test_bytes_per_token_of_the_kept_documents_enters_the_plan():
+    run = from_funnel(_funnel(STAGES4, [1000, 800, 400, 360], tokens_kept=90), MEASURED)
+    # the documents gopher_quality dropped tokenize worse: 720 B kept in 200 tokens = 3.6 B/token
+    session = from_funnel(_funnel(STAGES4, [1000, 800, 800, 720], tokens_kept=200), MEASURED)
+    assert session["bytes_per_token"] == 3.6
+    a, b = _plan(run), _plan(session)
+    assert b["raw_bytes"] / a["raw_bytes"] == pytest.approx(0.5 * 3.6 / 4)  # 0.45, by hand
+    by = {d.key: d for d in compare(b, a)}
+    assert (by["bytes_per_token"].base, by["bytes_per_token"].current) == (4.0, 3.6)
+    assert str(by["bytes_per_token"]) == "bytes per token 4 -> 3.6"
+
+
+@pytest.mark.parametrize("funnel, measured, match", [
+    (pl.DataFrame(), MEASURED, "funnel is empty"),
+    (_funnel(STAGES4, [1000, 800, 400, 360]).with_columns(pl.lit("en").alias("lang")), MEASURED,
+     "funnel is split by 'lang': pass the ungrouped funnel"),
+    (_funnel(STAGES4, [1000, 800, 400, 360]).drop("bytes_out"), MEASURED, "funnel has no column 'bytes_out'"),
+    (_funnel(STAGES4, [1000, 800, 400, 360]), {"run": "x"}, "measured must be plan.from_manifest"),
+])
+def test_from_funnel_bad_input(funnel, measured, match):
+    with pytest.raises(ConfigError, match=match):
+        from_funnel(funnel, measured)
+
+
+def test_compare_wants_two_plans_of_the_same_run():
+    a = _plan(from_funnel(_funnel(STAGES4, [1000, 800, 400, 360], tokens_kept=90), MEASURED))
+    b = _plan(from_funnel(_funnel(STAGES4[:3], [1000, 800, 400], tokens_kept=90), MEASURED))
+    with pytest.raises(ConfigError, match="different stages"):
+        compare(b, a)
+    with pytest.raises(ConfigError, match="current must be a result of plan.plan"):
+        compare({"retention": {}}, a)
+    with pytest.raises(ConfigError, match="base must be a result of plan.plan"):
+        compare(a, {"retention": {}})
+
+
+def test_a_stage_that_keeps_nothing_is_a_clear_error_in_the_plan():
+    session = from_funnel(_funnel(STAGES4, [1000, 800, 0, 0], tokens_kept=None), MEASURED)
+    assert session["retention"]["bytes"]["gopher_quality"] == 0.0 and session["retention"]["bytes"]["c4"] == 1.0
+    with pytest.raises(ConfigError, match=r"retentions\['gopher_quality'\] must be a fraction in \(0, 1\]"):
+        plan(1e9, 30, 64, retentions=session["retention"]["bytes"], bytes_per_token=4,
+             stage_cpu_seconds_per_byte={}, deadline_days=7)
+
+
+def test_from_funnel_of_the_runs_config_is_the_manifests_and_follows_a_disabled_stage(run_dir):
+    from lab import knobs, query
+    from lab.config import load
+
+    measured = from_manifest(run_dir)
+    base = load(run_dir / "config.yaml")
+    same = from_funnel(query.funnel(run_dir, base), measured)
+    assert same["retention"] == measured["retention"] and same["bytes_per_token"] == measured["bytes_per_token"]
+    assert (same["raw_bytes"], same["kept_bytes"], same["kept_tokens"]) == (
+        measured["raw_bytes"], measured["kept_bytes"], measured["kept_tokens"])
+    assert compare(_plan(same), _plan(measured)) == []
+    # untick a stage: the Planner follows (issue 12: it stayed at the run's retention)
+    for stage in ("gopher_quality", "c4"):
+        f = query.funnel(run_dir, knobs.apply(base, {f"{stage}.enabled": False}))
+        session = from_funnel(f, measured)
+        assert measured["retention"]["bytes"][stage] < 1 and session["retention"]["bytes"][stage] == 1.0
+        assert retention_product(session["retention"]["bytes"]) == pytest.approx(f["bytes_out"][-1] / f["bytes_in"][0])
+        assert session["bytes_per_token"] == pytest.approx(f["bytes_out"][-1] / f["tokens_out"][-1])
+        assert session["stage_cpu_seconds_per_byte"] == measured["stage_cpu_seconds_per_byte"]
+        a, b = _plan(measured), _plan(session)
+        keys = [d.key for d in compare(b, a)]
+        assert f"retention.{stage}" in keys
+        # raw bytes needed scale as bytes per token over the retention product
+        assert b["raw_bytes"] / a["raw_bytes"] == pytest.approx(
+            (b["bytes_per_token"] / a["bytes_per_token"]) * (a["retention_product"] / b["retention_product"]))
+    # on the synthetic sample, what gopher_quality drops later stages drop too; c4's drops are its own
+    assert keys[:3] == ["retention_product", "bytes_per_token", "raw_bytes"] and b["raw_bytes"] < a["raw_bytes"]

@@ -26,9 +26,11 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from lab.rules import Rule
+from lab.stages.fields import knob
 from lab.stages.text import sentences
 
 NAME = "c4"
+SOURCE = "C4 (Raffel et al. 2020)"
 MAX_WORD_LENGTH = 1000  # characters
 MIN_WORDS_PER_LINE = 3
 END_PUNCTUATION = (".", "?", "!", '"', "'")
@@ -38,10 +40,14 @@ _CITATION = re.compile(r"\[\d*]|\[edit]|\[citation needed]")
 
 @dataclass(frozen=True)
 class Config:
-    enabled: bool = True
-    min_sentences: int = 5  # sentences left after C4's line removal
-    filter_lorem_ipsum: bool = True  # drop documents with "lorem ipsum" on a kept line
-    filter_curly_brace: bool = True  # drop documents with "{" on a kept line
+    enabled: bool = knob(True, unit="on/off",
+                         help="On: a kept document passes the C4 rules; off: this stage drops nothing.")
+    min_sentences: int = knob(5, unit="sentences",
+                              help="A kept document has at least this many sentences on the lines C4 keeps.")
+    filter_lorem_ipsum: bool = knob(True, unit="on/off",
+                                    help="On: no line C4 keeps of a kept document contains 'lorem ipsum'.")
+    filter_curly_brace: bool = knob(True, unit="on/off",
+                                    help="On: no line C4 keeps of a kept document contains a curly brace.")
 
     def __post_init__(self) -> None:
         from lab.config import check

@@ -17,14 +17,18 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from lab.rules import Rule
+from lab.stages.fields import knob
 
 NAME = "exact_dedup"
+SOURCE = "corpus-lab (normalized-content hash; the lowest doc_id of each group is kept)"
 _WS = re.compile(r"\s+")
 
 
 @dataclass(frozen=True)
 class Config:
-    enabled: bool = True
+    enabled: bool = knob(True, unit="on/off",
+                         help="On: a kept document has the lowest doc_id of the surviving documents with its "
+                              "normalized text; off: exact copies are all kept.")
 
 
 SIGNALS = {"content_hash": pa.int64()}

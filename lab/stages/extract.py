@@ -14,14 +14,20 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from lab.rules import Rule
+from lab.stages.fields import knob
 
 NAME = "extract"
+SOURCE = "corpus-lab (some text left after resiliparse extraction)"
 
 
 @dataclass(frozen=True)
 class Config:
-    enabled: bool = True
-    min_chars: int = 1  # characters of text left after extraction, surrounding whitespace not counted
+    enabled: bool = knob(True, unit="on/off",
+                         help="On: a kept document has at least extract.min_chars characters of text left after "
+                              "extraction.")
+    min_chars: int = knob(1, unit="characters",
+                          help="A kept document has at least this many characters of text after extraction, leading "
+                               "and trailing whitespace not counted.")
 
     def __post_init__(self) -> None:
         from lab.config import check

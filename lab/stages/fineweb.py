@@ -20,19 +20,29 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from lab.rules import Rule
+from lab.stages.fields import knob
 from lab.stages.text import TERMINAL_PUNCTUATION, words
 
 NAME = "fineweb"
+SOURCE = "FineWeb (Penedo et al. 2024), datatrove FineWebQualityFilter default"
 SHORT_LINE_LENGTH = 30  # characters; a line this long or shorter is short
 
 
 @dataclass(frozen=True)
 class Config:
-    enabled: bool = True
-    min_line_punct_ratio: float = 0.12  # lines ending in terminal punctuation / lines
-    max_short_line_ratio: float = 0.67  # lines of <= 30 characters / lines
-    max_dup_line_char_ratio: float = 0.01  # characters in duplicated lines / characters
-    max_newline_word_ratio: float = 0.3  # newlines / words
+    enabled: bool = knob(True, unit="on/off",
+                         help="On: a kept document passes every FineWeb rule; off: this stage drops nothing.")
+    min_line_punct_ratio: float = knob(0.12, unit="fraction of lines",
+                                       help="At least this fraction of a kept document's non-blank lines end in "
+                                            "terminal punctuation.")
+    max_short_line_ratio: float = knob(0.67, unit="fraction of lines",
+                                       help="At most this fraction of a kept document's non-blank lines are 30 "
+                                            "characters or shorter.")
+    max_dup_line_char_ratio: float = knob(0.01, unit="fraction of characters",
+                                          help="At most this fraction of a kept document's characters (newlines not "
+                                               "counted) are in lines that repeat an earlier one.")
+    max_newline_word_ratio: float = knob(0.3, unit="newlines per word",
+                                         help="A kept document has at most this many newlines per word.")
 
     def __post_init__(self) -> None:
         from lab.config import check

@@ -23,24 +23,41 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from lab.rules import Rule
+from lab.stages.fields import knob
 from lab.stages.text import SYMBOLS, words
 
 NAME = "gopher_quality"
+SOURCE = "Gopher (Rae et al. 2021)"
 STOP_WORDS = frozenset({"the", "be", "to", "of", "and", "that", "have", "with"})
 
 
 @dataclass(frozen=True)
 class Config:
-    enabled: bool = True
-    min_words: int = 50  # non-symbol words
-    max_words: int = 100_000  # non-symbol words
-    min_mean_word_length: float = 3.0  # characters, over non-symbol words
-    max_mean_word_length: float = 10.0  # characters, over non-symbol words
-    max_symbol_word_ratio: float = 0.1  # '#' per word, and ellipses per word (each)
-    max_bullet_lines_ratio: float = 0.9  # fraction of lines starting with a bullet
-    max_ellipsis_lines_ratio: float = 0.3  # fraction of lines ending with an ellipsis
-    min_alpha_words_ratio: float = 0.8  # fraction of words with an alphabetic character
-    min_stop_words: int = 2  # distinct Gopher stop words present
+    enabled: bool = knob(True, unit="on/off",
+                         help="On: a kept document passes every Gopher quality rule; off: this stage drops nothing.")
+    min_words: int = knob(50, unit="words",
+                          help="A kept document has at least this many words, words made only of symbols not counted.")
+    max_words: int = knob(100_000, unit="words",
+                          help="A kept document has at most this many words, words made only of symbols not counted.")
+    min_mean_word_length: float = knob(3.0, unit="characters",
+                                       help="A kept document's mean word length (words made only of symbols left out)"
+                                            " is at least this.")
+    max_mean_word_length: float = knob(10.0, unit="characters",
+                                       help="A kept document's mean word length (words made only of symbols left out)"
+                                            " is at most this.")
+    max_symbol_word_ratio: float = knob(0.1, unit="symbols per word",
+                                        help="A kept document has at most this many '#' per word, and at most this "
+                                             "many ellipses per word.")
+    max_bullet_lines_ratio: float = knob(0.9, unit="fraction of lines",
+                                         help="At most this fraction of a kept document's lines start with a bullet.")
+    max_ellipsis_lines_ratio: float = knob(0.3, unit="fraction of lines",
+                                           help="At most this fraction of a kept document's lines end with an "
+                                                "ellipsis.")
+    min_alpha_words_ratio: float = knob(0.8, unit="fraction of words",
+                                        help="At least this fraction of a kept document's words contain a letter.")
+    min_stop_words: int = knob(2, unit="distinct stop words",
+                               help="A kept document contains at least this many of the words the, be, to, of, and, "
+                                    "that, have, with.")
 
     def __post_init__(self) -> None:
         from lab.config import check

@@ -27,9 +27,11 @@ import numpy as np
 import pyarrow as pa
 
 from lab.rules import Rule
+from lab.stages.fields import knob
 from lab.stages.text import words
 
 NAME = "gopher_repetition"
+SOURCE = "Gopher (Rae et al. 2021)"
 TOP_NS = (2, 3, 4)
 DUP_NS = (5, 6, 7, 8, 9, 10)
 _PARAGRAPH_BREAK = re.compile(r"\n{2,}")
@@ -40,20 +42,47 @@ _BASE_INV = pow(_BASE, -1, 1 << 64)
 
 @dataclass(frozen=True)
 class Config:
-    enabled: bool = True
-    max_dup_para_frac: float = 0.3  # duplicate paragraphs / paragraphs
-    max_dup_para_char_frac: float = 0.2  # characters in duplicate paragraphs / characters
-    max_dup_line_frac: float = 0.3  # duplicate lines / lines
-    max_dup_line_char_frac: float = 0.2  # characters in duplicate lines / characters
-    max_top_2gram_char_frac: float = 0.20  # characters covered by the most frequent n-gram / characters
-    max_top_3gram_char_frac: float = 0.18
-    max_top_4gram_char_frac: float = 0.16
-    max_dup_5gram_char_frac: float = 0.15  # characters in duplicated n-grams / characters
-    max_dup_6gram_char_frac: float = 0.14
-    max_dup_7gram_char_frac: float = 0.13
-    max_dup_8gram_char_frac: float = 0.12
-    max_dup_9gram_char_frac: float = 0.11
-    max_dup_10gram_char_frac: float = 0.10
+    enabled: bool = knob(True, unit="on/off",
+                         help="On: a kept document passes every Gopher repetition rule; off: this stage drops "
+                              "nothing.")
+    max_dup_para_frac: float = knob(0.3, unit="fraction of paragraphs",
+                                    help="At most this fraction of a kept document's paragraphs repeat an earlier "
+                                         "paragraph.")
+    max_dup_para_char_frac: float = knob(0.2, unit="fraction of characters",
+                                         help="At most this fraction of a kept document's characters are in "
+                                              "paragraphs that repeat an earlier one.")
+    max_dup_line_frac: float = knob(0.3, unit="fraction of lines",
+                                    help="At most this fraction of a kept document's lines repeat an earlier line.")
+    max_dup_line_char_frac: float = knob(0.2, unit="fraction of characters",
+                                         help="At most this fraction of a kept document's characters are in lines "
+                                              "that repeat an earlier one.")
+    max_top_2gram_char_frac: float = knob(0.20, unit="fraction of characters",
+                                          help="The most frequent word 2-gram of a kept document covers at most this "
+                                               "fraction of its characters.")
+    max_top_3gram_char_frac: float = knob(0.18, unit="fraction of characters",
+                                          help="The most frequent word 3-gram of a kept document covers at most this "
+                                               "fraction of its characters.")
+    max_top_4gram_char_frac: float = knob(0.16, unit="fraction of characters",
+                                          help="The most frequent word 4-gram of a kept document covers at most this "
+                                               "fraction of its characters.")
+    max_dup_5gram_char_frac: float = knob(0.15, unit="fraction of characters",
+                                          help="At most this fraction of a kept document's characters are in word "
+                                               "5-grams that repeat an earlier one.")
+    max_dup_6gram_char_frac: float = knob(0.14, unit="fraction of characters",
+                                          help="At most this fraction of a kept document's characters are in word "
+                                               "6-grams that repeat an earlier one.")
+    max_dup_7gram_char_frac: float = knob(0.13, unit="fraction of characters",
+                                          help="At most this fraction of a kept document's characters are in word "
+                                               "7-grams that repeat an earlier one.")
+    max_dup_8gram_char_frac: float = knob(0.12, unit="fraction of characters",
+                                          help="At most this fraction of a kept document's characters are in word "
+                                               "8-grams that repeat an earlier one.")
+    max_dup_9gram_char_frac: float = knob(0.11, unit="fraction of characters",
+                                          help="At most this fraction of a kept document's characters are in word "
+                                               "9-grams that repeat an earlier one.")
+    max_dup_10gram_char_frac: float = knob(0.10, unit="fraction of characters",
+                                           help="At most this fraction of a kept document's characters are in word "
+                                                "10-grams that repeat an earlier one.")
 
     def __post_init__(self) -> None:
         from lab.config import check

@@ -17,8 +17,10 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from lab.rules import Rule
+from lab.stages.fields import knob
 
 NAME = "language"
+SOURCE = "fastText lid.176 / FineWeb language filter (Penedo et al. 2024)"
 MAX_CHARS = 10_000  # characters classified per document; beyond this, accuracy no longer improves
 
 _model = None
@@ -26,9 +28,14 @@ _model = None
 
 @dataclass(frozen=True)
 class Config:
-    enabled: bool = True
-    keep: tuple[str, ...] = ("en",)  # ISO 639 codes as fastText lid.176 labels them
-    min_score: float = 0.65  # probability of the top language, 0..1
+    enabled: bool = knob(True, unit="on/off",
+                         help="On: a kept document is in a kept language with a high enough score; off: every "
+                              "document passes.")
+    keep: tuple[str, ...] = knob(("en",), unit="ISO 639 codes",
+                                 help="A kept document's most likely language (as fastText lid.176 labels it) is one "
+                                      "of these.")
+    min_score: float = knob(0.65, unit="score 0..1",
+                            help="A kept document's most likely language has a probability of at least this.")
 
     def __post_init__(self) -> None:
         from lab.config import check

@@ -32,8 +32,10 @@ import numpy as np
 import pyarrow as pa
 
 from lab.rules import Rule
+from lab.stages.fields import knob
 
 NAME = "near_dedup"
+SOURCE = "MinHash LSH (FineWeb/datatrove: word 5-grams, 14 bands x 8 rows)"
 GRID = tuple(round(0.50 + 0.05 * i, 2) for i in range(10))  # thresholds with precomputed clusters
 KEEP = ("lowest_id", "longest", "best_signal")
 
@@ -49,9 +51,18 @@ _MAX = np.uint32(0xFFFFFFFF)
 
 @dataclass(frozen=True)
 class Config:
-    enabled: bool = True
-    threshold: float = 0.8  # Jaccard at or above which two documents are near-duplicates; one of GRID
-    keep: str = "lowest_id"  # which member of a group survives: lowest_id, longest (bytes), best_signal
+    enabled: bool = knob(True, unit="on/off",
+                         help="On: a kept document is the one member kept of its group of near-duplicate survivors; "
+                              "off: near-duplicates are all kept.")
+    threshold: float = knob(0.8, unit="Jaccard",
+                            help="Survivors linked by a word 5-gram Jaccard at or above this form a group, of which "
+                                 "one member is kept.",
+                            source="MinHash LSH candidates as FineWeb/datatrove make them; the 0.8 cut on their "
+                                   "Jaccard is corpus-lab's")
+    keep: str = knob("lowest_id", unit="policy",
+                     help="The member kept of each near-duplicate group: the lowest doc_id, the longest (bytes), or "
+                          "the highest keep_signal.",
+                     source="corpus-lab (lowest_id: deterministic)")
     keep_signal: str = "fw_line_punct_ratio"  # best_signal: the numeric signal whose highest value wins
     # signature parameters: changing any of these recomputes signatures (they are part of the signals hash)
     ngram: int = 5  # words per shingle

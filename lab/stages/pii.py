@@ -16,8 +16,10 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from lab.rules import Rule
+from lab.stages.fields import knob
 
 NAME = "pii"
+SOURCE = "datatrove / Dolma PII formatters (replace PII, drop nothing)"
 
 EMAIL = re.compile(r"(?<![\w.+-])[A-Za-z0-9][A-Za-z0-9._%+-]*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24}\b")
 IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w]|\.\d)")
@@ -30,8 +32,13 @@ PLACEHOLDERS = {"email": "<EMAIL>", "ip": "<IP_ADDRESS>", "phone": "<PHONE>"}
 
 @dataclass(frozen=True)
 class Config:
-    enabled: bool = True
-    max_pii: int = -1  # matches of any kind per document; -1 keeps every document
+    enabled: bool = knob(True, unit="on/off",
+                         help="On: a kept document has at most pii.max_pii matches (the stored text is scrubbed "
+                              "either way).")
+    max_pii: int = knob(-1, unit="matches per document",
+                        help="A kept document has at most this many e-mail addresses, IP addresses and phone numbers "
+                             "in all (-1: no limit).",
+                        source="corpus-lab (-1: no limit; PII is replaced, not dropped)")
 
     def __post_init__(self) -> None:
         from lab.config import check
