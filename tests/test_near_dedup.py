@@ -327,7 +327,7 @@ def test_cluster_browser_queries(synthetic_run):
     assert len(members) == page["size"][0] and members["doc_id"][0] == page["cluster_id"][0]
     assert page["representative"][0] == page["cluster_id"][0]  # lowest_id
     j = query.pair_jaccard(run_dir, members["doc_id"][0], members["doc_id"][1])
-    assert j is None or 0.5 <= j <= 1.0
+    assert 0.5 <= j.jaccard <= 1.0  # stored, or computed from the texts (pair_jaccard's .stored says which)
     with pytest.raises(ConfigError, match="0.50, 0.55"):
         query.clusters(run_dir, 0.81)
     with pytest.raises(ConfigError, match="sort='bytes'"):
