@@ -2,6 +2,7 @@
 
     corpus-lab run [--config FILE] [--scheduler ADDRESS] [--workers N] [--dry-run] ...
     corpus-lab funnel RUN_DIR [--config FILE] [--by lang|source]
+    corpus-lab labels RUN_DIR [--config FILE] [--export PATH] [--compact]
     corpus-lab sample [--force]
 
 ``run`` with no ``--config`` builds the embedded sample (once, under ``data/sample/``) and runs
@@ -117,6 +118,30 @@ def cmd_funnel(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_labels(args: argparse.Namespace) -> int:
+    import polars as pl
+
+    from lab import labels, query
+
+    run_dir = _run_dir(args.run)
+    cfg = load(args.config) if args.config else load(run_dir / "config.yaml")
+    if args.export:
+        n = labels.export(run_dir, args.export)
+        print(f"wrote {n} labels to {args.export}")
+    if args.compact:
+        c = labels.compact(run_dir)
+        print(f"compacted {c['merged']} label files ({c['labels']} labels) into {c['file'] or 'none: nothing to merge'}")
+    df = query.stage_precision(run_dir, cfg)
+    with pl.Config(tbl_rows=50, tbl_cols=20, tbl_width_chars=180, float_precision=3, tbl_hide_dataframe_shape=True):
+        print(df)
+    if not df["labelled"].sum():
+        print(f"no labels in {run_dir}/labels/ yet: label documents in the dashboard (corpus-lab serve) or with "
+              "lab.labels.add")
+    for p in query.label_problems(run_dir):
+        print(f"corpus-lab: warning: skipped {p}", file=sys.stderr)
+    return 0
+
+
 def cmd_clusters(args: argparse.Namespace) -> int:
     import polars as pl
 
@@ -203,6 +228,13 @@ def parser() -> argparse.ArgumentParser:
     f.add_argument("--config", help="thresholds to apply (default: the run's config.yaml)")
     f.add_argument("--by", choices=("lang", "source"), help="one funnel per language or per source")
     f.set_defaults(func=cmd_funnel)
+
+    lb = sub.add_parser("labels", help="each stage's precision by the run's labels (good/bad); export the labels")
+    lb.add_argument("run", help="run directory, e.g. runs/sample")
+    lb.add_argument("--config", help="thresholds to judge (default: the run's config.yaml)")
+    lb.add_argument("--export", metavar="PATH", help="write every label to PATH: .parquet, .csv or .jsonl")
+    lb.add_argument("--compact", action="store_true", help="merge the label files into one (faster cold reads)")
+    lb.set_defaults(func=cmd_labels)
 
     c = sub.add_parser("clusters", help="list a run's near-duplicate clusters at a Jaccard threshold, or one cluster")
     c.add_argument("run", help="run directory, e.g. runs/sample")

@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import os
 import platform
-import shutil
 import sys
 import time
 from contextlib import contextmanager
@@ -39,6 +38,7 @@ from lab import __version__, dedup
 from lab.annotate import annotate_partition
 from lab.config import Config, dumps, to_dict
 from lab.errors import ConfigError
+from lab.io.labels import clear_run
 from lab.io.partitions import Partition, files_of, fingerprint, plan
 from lab.io.run import RunLayout
 from lab.io.schema import REJECTS_SCHEMA, numeric_signals
@@ -228,9 +228,9 @@ def prepare(cfg: Config, *, overwrite: bool = False) -> tuple[RunLayout, list[Pa
             if not overwrite:
                 raise ConfigError(f"{layout.root} holds a run of different inputs, ingest or mode (or batch thresholds) (signals hash "
                                   f"{old.get('signals_hash')} != {cfg.signals_hash()}); choose another name or pass --overwrite")
-            shutil.rmtree(layout.root)
+            clear_run(layout)  # everything but labels/
     elif overwrite and layout.root.exists():
-        shutil.rmtree(layout.root)
+        clear_run(layout)
     layout.make()
     _remove_stale(layout, parts)
     write_text(dumps(cfg), layout.config)

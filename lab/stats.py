@@ -168,3 +168,24 @@ def merge_all(partials: list[dict[str, Summary]]) -> dict[str, Summary]:
         for name in sorted(p):
             out[name] = out[name].merge(p[name]) if name in out else p[name]
     return out
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The Wilson score interval of a proportion: ``k`` successes in ``n`` trials (``z`` = 1.96: 95%).
+
+    Unlike the normal approximation it stays inside [0, 1] and is not empty at k = 0 or k = n
+    (Wilson 1927; Brown, Cai & DasGupta 2001 recommend it for small n). By hand for 8 of 10:
+    p = 0.8, z^2/n = 0.38416, centre (0.8 + 0.19208) / 1.38416 = 0.71674, half-width
+    1.96 * sqrt(0.016 + 0.009604) / 1.38416 = 0.22658.
+
+    >>> [round(x, 4) for x in wilson(8, 10)]
+    [0.4902, 0.9433]
+    >>> [round(x, 4) for x in wilson(0, 5)]
+    [0.0, 0.4345]
+    """
+    if n <= 0 or not 0 <= k <= n:
+        raise ValueError(f"wilson(k={k}, n={n}): need n >= 1 and 0 <= k <= n")
+    p, z2 = k / n, z * z
+    centre = (p + z2 / (2 * n)) / (1 + z2 / n)
+    half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / (1 + z2 / n)
+    return (0.0 if k == 0 else max(0.0, centre - half), 1.0 if k == n else min(1.0, centre + half))

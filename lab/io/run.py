@@ -31,6 +31,10 @@ class RunLayout:
         return self.root / "rejects"
 
     @property
+    def labels(self) -> Path:  # append-only label files (lab.io.labels), kept across reruns
+        return self.root / "labels"
+
+    @property
     def stats(self) -> Path:
         return self.root / "stats"
 
