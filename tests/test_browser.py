@@ -1,13 +1,17 @@
-"""The dashboard in a real browser: Debian's headless Chromium driven by Playwright.
+"""The dashboard in a real browser: Debian's headless Chromium driven by Playwright, at 1440x900.
 
-Serves the app on 127.0.0.1, moves a slider, and checks the funnel table against
-``lab.query.funnel`` for those thresholds; opens a dedup cluster; exports the config and checks it
-loads and equals the chosen thresholds; reads the Fertility & packing and Planner tabs and changes a
-planner input. Screenshots go to ``test-artifacts/``.
+One server over a copy of a run of the synthetic sample plus a few documents whose text holds markup.
+Each test opens its own page (its own session) and asserts what a person sees: a dropped document's
+text and why it was dropped, a histogram's cutoff following its slider, a label round trip and the
+precision table, the Planner following a disabled stage, the Dedup tab following the funnel's
+threshold, a link restoring the state, and the exported value being the shown one. Screenshots go to
+``test-artifacts/``.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 import socket
 import subprocess
@@ -18,19 +22,39 @@ from pathlib import Path
 
 import pytest
 
+from apps import format as fmt
 from lab import knobs, query
 from lab.config import load, loads
 
 CHROMIUM = shutil.which("chromium")
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
+VIEWPORT = {"width": 1440, "height": 900}
+MARKUP = ("<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\"> "
+          "Short text with markup & ampersands.")
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (bash .ci/setup --test)")
 
 
 @pytest.fixture(scope="module")
-def served(synthetic_run_dir):
-    run_dir = synthetic_run_dir
+def run_dir(tmp_path_factory):
+    """The synthetic sample plus documents with markup in their text, run once for this module."""
+    from lab import engine, sample
+    from lab.config import Config, EngineConfig, InputConfig
+
+    root = tmp_path_factory.mktemp("browser")
+    syn = sample.build(root=root / "sample", real=False) / "synthetic"
+    extra = root / "markup.jsonl"
+    extra.write_text("".join(json.dumps({"id": f"m{i}", "text": f"{MARKUP} ({i})", "url": f"https://example.org/{i}"})
+                             + "\n" for i in range(3)))
+    cfg = Config(name="browser", output_dir=str(root / "runs"),
+                 inputs=(InputConfig(path=str(syn)), InputConfig(path=str(extra))), engine=EngineConfig(n_workers=1))
+    engine.run(cfg, progress=False)
+    return cfg.run_dir
+
+
+@pytest.fixture(scope="module")
+def served(run_dir):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -61,15 +85,14 @@ def browser():
         b.close()
 
 
-def _funnel_rows(page) -> dict[str, int]:
-    """stage -> docs_dropped as the funnel table in the page shows it."""
-    rows = page.locator(".tabulator").first.locator(".tabulator-row")
-    out = {}
-    for i in range(rows.count()):
-        row = rows.nth(i)
-        stage = row.locator('.tabulator-cell[tabulator-field="stage"]').inner_text().strip()
-        out[stage] = int(row.locator('.tabulator-cell[tabulator-field="docs_dropped"]').inner_text().replace(",", ""))
-    return out
+def _open(browser, url):
+    page = browser.new_page(viewport=VIEWPORT)
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(url, timeout=60_000)
+    page.wait_for_selector("text=Kept:", timeout=60_000)
+    page.wait_for_selector("text=page 1 of", timeout=60_000)  # the document viewer has its first page
+    return page, errors
 
 
 def _wait_for(page, predicate, timeout=30.0):
@@ -82,86 +105,215 @@ def _wait_for(page, predicate, timeout=30.0):
     return predicate()
 
 
-def test_slider_moves_the_funnel_to_what_lab_query_gives(served, browser):
+def _funnel_rows(page) -> dict[str, str]:
+    """stage -> docs dropped as the funnel table in the page shows it."""
+    table = page.locator(".funnel-table .tabulator").first
+    out = {}
+    rows = table.locator(".tabulator-row")
+    for i in range(rows.count()):
+        row = rows.nth(i)
+        stage = row.locator('.tabulator-cell[tabulator-field="stage"]').inner_text().strip()
+        out[stage] = row.locator('.tabulator-cell[tabulator-field="docs dropped"]').inner_text().strip()
+    return out
+
+
+def _want_rows(run_dir, cfg) -> dict[str, str]:
+    f = query.funnel(run_dir, cfg)
+    return {s: fmt.count(d) for s, d in zip(f["stage"].to_list(), f["docs_dropped"].to_list())}
+
+
+def _select(page, label: str, value: str, within=None) -> None:
+    scope = within if within is not None else page
+    group = scope.locator(".bk-input-group", has=page.locator("label", has_text=re.compile(f"^{re.escape(label)}$")))
+    group.locator("select").first.select_option(value)
+
+
+def _box(page, knob: str):
+    return page.locator(f".knob-{knob.replace('.', '-')} input.bk-input").first
+
+
+def _type_box(page, knob: str, value) -> None:
+    box = _box(page, knob)
+    box.fill(str(value))
+    box.press("Enter")
+
+
+def _model(page, name: str, attr: str):
+    """An attribute of the Bokeh model named ``name`` in the page (a column of a data source: ``data.COL``)."""
+    return page.evaluate(f"""() => {{ const m = Bokeh.documents[0].get_model_by_name({json.dumps(name)});
+        if (m === null) return null;
+        const col = {json.dumps(attr[5:] if attr.startswith("data.") else None)};
+        let v = col === null ? m.{attr.split(".")[0]} : (m.data instanceof Map ? m.data.get(col) : m.data[col]);
+        return ArrayBuffer.isView(v) ? Array.from(v) : v; }}""")
+
+
+def test_read_a_dropped_document_and_markup_stays_text(served, browser):
     run_dir, url = served
     ARTIFACTS.mkdir(exist_ok=True)
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(url, timeout=60_000)
-    page.wait_for_selector("text=Kept:", timeout=60_000)
+    page, errors = _open(browser, url)
     base = load(run_dir / "config.yaml")
-    expect = dict(zip(*query.funnel(run_dir, base).select("stage", "docs_dropped").to_dict(as_series=False).values()))
-    assert _funnel_rows(page) == expect
-    # move gopher_quality.min_words with the keyboard: each key press is a release (value_throttled);
-    # the last one decides
-    handle = page.locator(".bk-input-group", has=page.locator(".bk-slider-title", has_text="gopher_quality.min_words:")
-                          ).locator(".noUi-handle").first
+    assert _funnel_rows(page) == _want_rows(run_dir, base)
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")  # no horizontal scroll
+    first = query.documents(run_dir, base, view="dropped", stage="gopher_quality", limit=20).row(0, named=True)
+    shown = page.locator(".doc-text").first
+    _wait_for(page, lambda: first["text"][:80] in shown.inner_text())
+    assert shown.inner_text().strip() == first["text"].strip()  # the whole text, as stored
+    why = f"{first['signal']} = {fmt.value(first['value'])}, must be {first['op']} {first['threshold']}"
+    assert page.get_by_text(why, exact=False).count() >= 1
+    page.screenshot(path=str(ARTIFACTS / "viewer_dropped.png"), full_page=True)
+    # a document whose text holds markup: shown as text, never run
+    docs = query.documents(run_dir, base, view="dropped", limit=1000)
+    markup = docs.filter(docs["text"].str.contains("<script>", literal=True)).row(0, named=True)
+    _select(page, "stage", "(any)")
+    page.wait_for_timeout(500)
+    n = dict(query.document_filters(run_dir, base, view="dropped")["source"])[markup["source"]]
+    _select(page, "source", f"{markup['source']} ({fmt.count(n)})")  # each value with its documents
+    _wait_for(page, lambda: "<script>" in page.locator(".doc-text").first.inner_text())
+    assert "<script>window.__pwned = 1</script>" in page.locator(".doc-text").first.inner_text()
+    assert page.locator(".doc-text script, .doc-text img").count() == 0
+    assert page.evaluate("window.__pwned === undefined")
+    page.screenshot(path=str(ARTIFACTS / "viewer_markup.png"), full_page=True)
+    assert not errors
+    page.close()
+
+
+def test_histogram_cutoff_follows_its_slider(served, browser):
+    run_dir, url = served
+    page, errors = _open(browser, url)
+    base = load(run_dir / "config.yaml")
+    knob = "gopher_quality.min_words"
+    assert _model(page, f"cutoff {knob}", "location") == base.stages.gopher_quality.min_words
+    handle = page.locator(f".knob-{knob.replace('.', '-')} .noUi-handle").first
     handle.focus()
-    handle.press("End")  # to the longest document's word count: a release, so one query
+    for _ in range(4):  # each key press is a release (value_throttled): the last one decides
+        handle.press("ArrowRight")
+    step = next(k for k in knobs.knobs(base, query.signal_ranges(run_dir)) if k.name == knob).step
+    value = base.stages.gopher_quality.min_words + 4 * step
+    moved = knobs.apply(base, {knob: value})
+    want = query.histogram(run_dir, moved, "gq_words")
+    want = want.filter(want["bin_lo"].is_not_null())["dropped_docs"].to_list()
+    got = _wait_for(page, lambda: _model(page, f"histogram {knob}", "data.dropped") == want and
+                    _model(page, f"histogram {knob}", "data.dropped"))
+    assert got == want and sum(want) > 0
+    assert _model(page, f"cutoff {knob}", "location") == value  # the cutoff drawn where the threshold is
+    assert _box(page, knob).input_value() == str(value)  # the exact box shows the applied value
+    change = query.change(run_dir, base, moved)
+    line = f"this change drops {fmt.amount(change['dropped']['docs'], 'docs')}"
+    _wait_for(page, lambda: page.get_by_text(line, exact=False).count())
+    assert page.get_by_text(line, exact=False).count() >= 1
+    assert _wait_for(page, lambda: _funnel_rows(page) == _want_rows(run_dir, moved))
+    page.screenshot(path=str(ARTIFACTS / "histogram_cutoff.png"), full_page=True)
+    assert not errors
+    page.close()
+
+
+def test_label_round_trip_and_precision_table(served, browser):
+    run_dir, url = served
+    page, errors = _open(browser, url)
+    base = load(run_dir / "config.yaml")
+    page.locator(".bk-input-group", has=page.locator("label", has_text="labelled by")).locator("input").fill("tester")
+    page.keyboard.press("Tab")
+    first = query.documents(run_dir, base, view="dropped", stage="gopher_quality", limit=20)["doc_id"].to_list()
+    _wait_for(page, lambda: f"doc {first[0]}" in page.locator(".bk-panel-models-markup-HTML", has_text="locator").first.inner_text()
+              if page.locator(".bk-panel-models-markup-HTML", has_text="locator").count() else False)
+    page.get_by_role("button", name="Bad").click()
+    page.wait_for_selector(f"text=labelled doc {first[0]} bad by tester", timeout=30_000)
+    labels = query.labels(run_dir)
+    assert (first[0], "bad", "tester") in labels.select("doc_id", "label", "user").rows()
+    page.locator(".bk-tab", has_text="Labels").click()
+    p = query.stage_precision(run_dir, base)
+    row = p.filter(p["stage"] == "gopher_quality").row(0, named=True)
+    assert row["labelled_bad"] >= 1
+    cell = page.locator('.tabulator-row', has=page.locator('.tabulator-cell[tabulator-field="stage"]', has_text="gopher_quality"))
+    _wait_for(page, lambda: cell.count() and fmt.share(row["precision"]) in cell.first.inner_text())
+    assert fmt.share(row["precision"]) in cell.first.inner_text()
+    page.screenshot(path=str(ARTIFACTS / "labels.png"), full_page=True)
+    assert not errors
+    page.close()
+
+
+def test_planner_follows_a_disabled_stage(served, browser):
+    run_dir, url = served
+    page, errors = _open(browser, url)
+    base = load(run_dir / "config.yaml")
+    f0 = query.funnel(run_dir, base)
+    # a stage whose switch moves the kept bytes on this run (later stages may drop what another drops)
+    stage = next(s for s in ("gopher_quality", "c4", "fineweb", "gopher_repetition")
+                 if query.funnel(run_dir, knobs.apply(base, {f"{s}.enabled": False}))["bytes_out"][-1] != f0["bytes_out"][-1])
+    if stage != "gopher_quality":
+        page.locator(".card-title", has_text=stage).first.click()  # open its card
+    page.locator(f".knob-{stage}-enabled input[type=checkbox]").first.uncheck()
+    moved = knobs.apply(base, {f"{stage}.enabled": False})
+    f = query.funnel(run_dir, moved)
+    _wait_for(page, lambda: page.get_by_text(f"{stage} (disabled)").count())
+    page.locator(".bk-tab", has_text="Planner").click()
+    share = fmt.share(f["bytes_out"][-1] / f["bytes_in"][0])
+    page.wait_for_selector(f"text=Retention {share}", timeout=30_000)
+    assert page.get_by_text("Differs from the run's config", exact=False).count() == 1
+    page.screenshot(path=str(ARTIFACTS / "planner_disabled_stage.png"), full_page=True)
+    assert not errors
+    page.close()
+
+
+def test_dedup_tab_follows_the_funnel_threshold(served, browser):
+    run_dir, url = served
+    page, errors = _open(browser, url)
+    base = load(run_dir / "config.yaml")
+    page.locator(".card-title", has_text="near_dedup").first.click()  # open its card
+    _select(page, "near_dedup.threshold", "0.6")
+    moved = knobs.apply(base, {"near_dedup.threshold": 0.6})
+    assert _wait_for(page, lambda: _funnel_rows(page) == _want_rows(run_dir, moved))
+    page.locator(".bk-tab", has_text="Dedup clusters").click()
+    n = query.cluster_count(run_dir, 0.6, config=moved, page_size=20)
+    page.wait_for_selector(f"text=documents at Jaccard ≥ 0.60 · page 1 of {n['pages']}", timeout=30_000)
+    first = query.clusters(run_dir, 0.6, config=moved, limit=1)
+    page.locator('.tabulator-row .tabulator-cell[tabulator-field="size"]').first.click()
+    members = query.cluster_members(run_dir, int(first["cluster_id"][0]), 0.6, config=moved)
+    page.wait_for_selector("text=Pair Jaccard", timeout=30_000)
+    for doc, status in zip(members["doc_id"].to_list(), members["status"].to_list()):
+        cell = page.locator(".tabulator-row", has=page.locator('.tabulator-cell[tabulator-field="doc_id"]',
+                                                                has_text=re.compile(f"^{doc}$")))
+        assert status in cell.first.inner_text()
+    assert page.get_by_text(f"doc {members['doc_id'][0]}", exact=False).count() >= 1
+    page.screenshot(path=str(ARTIFACTS / "dedup_follows_funnel.png"), full_page=True)
+    assert not errors
+    page.close()
+
+
+def test_a_link_restores_the_state_and_export_is_what_is_shown(served, browser):
+    run_dir, url = served
+    page, errors = _open(browser, url)
+    base = load(run_dir / "config.yaml")
+    knob = "gopher_quality.min_alpha_words_ratio"
+    handle = page.locator(f".knob-{knob.replace('.', '-')} .noUi-handle").first
+    handle.focus()
     for _ in range(3):
         handle.press("ArrowLeft")
-    shown = page.get_by_text("gopher_quality.min_words:", exact=False).first.inner_text()
-    value = int(shown.split(":")[1].strip().replace(",", ""))
-    assert value > 50
-    moved = knobs.apply(base, {"gopher_quality.min_words": value})
-    want = dict(zip(*query.funnel(run_dir, moved).select("stage", "docs_dropped").to_dict(as_series=False).values()))
-    got = _wait_for(page, lambda: _funnel_rows(page) if _funnel_rows(page) == want else None)
-    page.screenshot(path=str(ARTIFACTS / "funnel_after_slider.png"), full_page=True)
-    assert got == want and want["gopher_quality"] > expect["gopher_quality"]
-    # export: the config the page offers is the chosen thresholds, loadable by `corpus-lab run --config`
+    k = next(k for k in knobs.knobs(base, query.signal_ranges(run_dir)) if k.name == knob)
+    shown = fmt.value(knobs.snap(k, k.value - 3 * k.step))  # three steps down, as the slider shows it
+    assert _wait_for(page, lambda: _box(page, knob).input_value() == shown)
+    _type_box(page, "gopher_quality.min_words", 123)
+    _wait_for(page, lambda: "min_words=123" in page.url)
+    link = page.url
+    assert re.search(r"min_alpha_words_ratio=", link)
+    moved = knobs.apply(base, {knob: float(shown), "gopher_quality.min_words": 123})
+    # the exported config holds exactly the values shown
     page.locator(".bk-tab", has_text="Export").click()
-    page.get_by_role("button", name="Show the current config").click()
+    page.wait_for_selector(f"text={knobs.run_name(base, moved)}", timeout=30_000)
     with page.expect_download() as dl:
         page.get_by_text("Download config").click()
     exported = loads(Path(dl.value.path()).read_text())
+    assert exported.stages == moved.stages and exported.name == knobs.run_name(base, moved) != base.name
+    assert fmt.value(exported.stages.gopher_quality.min_alpha_words_ratio) == shown
     page.screenshot(path=str(ARTIFACTS / "export.png"), full_page=True)
-    assert exported == moved and exported.stages.gopher_quality.min_words == value
+    # a new session from the link: the same thresholds, the same funnel
+    other, errors2 = _open(browser, link)
+    _wait_for(other, lambda: _box(other, "gopher_quality.min_words").input_value() == "123")
+    assert _box(other, "gopher_quality.min_words").input_value() == "123"
+    assert _box(other, knob).input_value() == shown
+    assert other.get_by_text(moved.config_hash(), exact=False).count() >= 1
+    assert _wait_for(other, lambda: _funnel_rows(other) == _want_rows(run_dir, moved))
+    other.screenshot(path=str(ARTIFACTS / "restored_from_link.png"), full_page=True)
+    assert not errors and not errors2
     page.close()
-
-
-def test_open_a_dedup_cluster(served, browser):
-    run_dir, url = served
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    page.goto(url, timeout=60_000)
-    page.wait_for_selector("text=Kept:", timeout=60_000)
-    page.locator(".bk-tab", has_text="Dedup clusters").click()
-    n = query.cluster_count(run_dir, 0.8)
-    page.wait_for_selector(f"text={n['clusters']} clusters of {n['documents']} documents", timeout=30_000)
-    first = query.clusters(run_dir, 0.8, limit=1)
-    page.locator('.tabulator-row .tabulator-cell[tabulator-field="size"]').first.click()
-    page.wait_for_selector("text=members:", timeout=30_000)
-    members = query.cluster_members(run_dir, int(first["cluster_id"][0]), 0.8)
-    assert page.get_by_text(f"{len(members)} members:", exact=False).count() == 1
-    assert page.locator("del, ins").count() > 0  # the two documents' differences are highlighted
-    page.screenshot(path=str(ARTIFACTS / "dedup_cluster.png"), full_page=True)
-    page.close()
-
-
-def test_fertility_packing_and_planner_tabs(served, browser):
-    """The two remaining tabs render the run's numbers; a planner input recomputes the plan."""
-    from apps.state import PlannerState
-
-    run_dir, url = served
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(url, timeout=60_000)
-    page.wait_for_selector("text=Kept:", timeout=60_000)
-    page.locator(".bk-tab", has_text="Fertility & packing").click()
-    page.wait_for_selector("text=Packing: strategy x seq_len", timeout=30_000)
-    strategies = {s for s in query.packing(run_dir)["strategy"].to_list()}
-    shown = set(page.locator('.tabulator-cell[tabulator-field="strategy"]').all_inner_texts())
-    assert strategies and strategies <= shown
-    page.screenshot(path=str(ARTIFACTS / "fertility_packing.png"), full_page=True)
-
-    page.locator(".bk-tab", has_text="Planner").click()
-    ps = PlannerState(run_dir)
-    page.wait_for_selector(f"text={ps.result()['raw_bytes'] / 1e12:,.1f} TB", timeout=30_000)
-    gpus = page.locator(".bk-input-group", has_text="GPUs").locator("input")
-    gpus.fill(str(ps.gpus * 2))
-    gpus.press("Enter")
-    ps.gpus *= 2
-    per_gpu = f"{ps.result()['throughput']['per_gpu']:,.0f}"
-    page.wait_for_selector(f"td:has-text('{per_gpu}')", timeout=30_000)
-    page.screenshot(path=str(ARTIFACTS / "planner.png"), full_page=True)
-    assert not errors
-    page.close()
+    other.close()

@@ -1,4 +1,5 @@
-"""The dashboard: its state as plain objects over a real run, and the server answering over HTTP."""
+"""The dashboard: its store and tab models as plain objects over a real run, the Funnel tab outside a
+server, and the server answering over HTTP."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ import urllib.request
 
 import pytest
 
-from apps.state import ClusterState, FunnelState, PlannerState, curve
+from apps.dispatch import Dispatch
+from apps.store import Clusters, Planner, Selection, Viewer, curve, retention
 from lab import query
-from lab.config import load, loads
-from lab.stages import STAGE_NAMES
+from lab.config import loads
+from lab.errors import ConfigError
 
 
 @pytest.fixture(scope="module")
@@ -21,102 +23,178 @@ def run_dir(synthetic_run_dir):
     return synthetic_run_dir
 
 
-def test_funnel_state_follows_the_knobs(run_dir):
-    s = FunnelState(run_dir)
-    assert s.funnel().equals(query.funnel(run_dir, s.base))
+def test_selection_follows_the_knobs(run_dir):
+    s = Selection(run_dir)
+    assert s.funnel().equals(query.funnel(run_dir, s.base)) and s.moved == {} and s.diff() == []
     s.set("gopher_quality.min_words", 400)
     s.set("language.keep", ("en", "de"))
     cfg = s.config
     assert cfg.stages.gopher_quality.min_words == 400 and cfg.stages.language.keep == ("en", "de")
+    assert s.changed == ["language.keep"] and s.previous == {"gopher_quality.min_words": 400}
+    assert s.previous_config.stages.language.keep == s.base.stages.language.keep
     assert s.funnel().equals(query.funnel(run_dir, cfg))
     assert s.funnel(by="lang").equals(query.funnel(run_dir, cfg, by="lang"))
+    assert [c.name for c in s.diff()] == ["language.keep", "gopher_quality.min_words"]  # funnel order
     r = s.retention()
     f = s.funnel()
     assert r["docs"] == f["docs_out"][-1] / f["docs_in"][0] and set(r) == {"docs", "bytes", "tokens"}
-    # the export is the config `corpus-lab run --config` reads, with the chosen thresholds
-    assert loads(s.export_yaml()) == cfg and "--config" in s.export_command()
-    with pytest.raises(Exception, match="threshold=0.83"):
+    with pytest.raises(ConfigError, match="threshold=0.83"):
         s.set("near_dedup.threshold", 0.83)
     assert s.config == cfg  # a refused value changes nothing
+    s.set("gopher_quality.min_words", s.base.stages.gopher_quality.min_words)  # back at the run's value: no move
+    assert "gopher_quality.min_words" not in s.moved
+    s.reset("language")
+    assert s.moved == {} and s.config == s.base
+    s.set("gopher_quality.min_words", 80)
+    s.set("c4.enabled", False)
     s.reset()
-    assert s.config == s.base
+    assert s.moved == {} and s.config == s.base
 
 
-def test_funnel_view_is_what_the_tab_shows(run_dir):
-    s = FunnelState(run_dir)
+def test_the_change_and_the_export(run_dir):
+    s = Selection(run_dir)
+    s.set("gopher_quality.min_words", 300)  # the synthetic sample's kept documents have >= 252 words
+    ch = s.change()
+    before = query.drop_reasons(run_dir, s.base)
+    after = query.drop_reasons(run_dir, s.config)
+    newly = set(before.filter(before["reason"].is_null())["doc_id"]) - set(after.filter(after["reason"].is_null())["doc_id"])
+    assert ch["dropped"]["docs"] == len(newly) > 0 and ch["kept"]["docs"] == 0
+    exported = loads(s.export_yaml())
+    assert exported.name != s.base.name and exported.name == s.run_name()
+    assert exported.stages == s.config.stages and exported.inputs == s.config.inputs
+    assert "--config" in s.export_command()
+
+
+def test_a_link_restores_the_selection(run_dir):
+    s = Selection(run_dir)
     s.set("gopher_quality.min_words", 120)
+    s.set("language.keep", ("en", "fr"))
+    s.set("fineweb.enabled", False)
+    t = Selection(run_dir)
+    t.restore(s.url())
+    assert t.config == s.config and t.moved == s.moved
+    with pytest.raises(ConfigError):
+        t.restore("gopher_quality.min_words=lots")
+    assert t.config == s.config  # a bad link changes nothing
+
+
+def test_curve_and_retention(run_dir):
+    s = Selection(run_dir)
     v = s.view()
     f = query.funnel(run_dir, s.config)
-    assert v.funnel.equals(f) and v.config_hash == s.config.config_hash() and v.retention == s.retention(f)
-    assert v.curve["stage"] == f["stage"].to_list()
-    assert v.curve["docs"] == pytest.approx([o / f["docs_in"][0] for o in f["docs_out"]])
-    assert set(v.curve) == {"stage", "docs", "bytes", "tokens"}
-    split = s.view("lang", config=s.base)  # a snapshot of other thresholds: the view answers for it
-    assert split.funnel.equals(query.funnel(run_dir, s.base, by="lang"))
-    assert split.curve == curve(query.funnel(run_dir, s.base)) and split.config_hash == s.base.config_hash()
+    assert v.funnel.equals(f) and v.config_hash == s.config.config_hash() and v.retention == retention(f)
+    assert v.curve == curve(f) and v.kept["docs"] == f["docs_out"][-1]
+    split = s.view("lang", config=s.base)
+    assert split.funnel.equals(query.funnel(run_dir, s.base, by="lang")) and split.curve == curve(f)
 
 
-@pytest.mark.parametrize("windows", [query.SAMPLE_WINDOWS, (3, 40)])
-def test_dropped_samples_are_the_documents_the_stage_drops(run_dir, windows, monkeypatch):
-    monkeypatch.setattr(query, "SAMPLE_WINDOWS", windows)  # (3, 40): the first rows looked at are too few
-    s = FunnelState(run_dir)
-    s.set("gopher_quality.min_words", 120)
+def test_viewer_pages_through_a_stages_drops(run_dir):
+    s = Selection(run_dir)
+    v = Viewer(s, stage="gopher_quality", page_size=7)
     reasons = query.drop_reasons(run_dir, s.config)
-    for stage in STAGE_NAMES:
-        want = reasons.filter(reasons["reason"].str.starts_with(stage + "."))
-        got = s.dropped(stage, n=10**6)
-        assert sorted(got["doc_id"].to_list()) == sorted(want["doc_id"].to_list()), stage
-        assert dict(zip(got["doc_id"], got["reason"])) == dict(zip(want["doc_id"], want["reason"])), stage
-        assert s.dropped(stage, n=3)["doc_id"].to_list() == got["doc_id"].to_list()[:3]  # the first n of one order
-        # the in-memory table is kept in sample order (no sort); over the Parquet files the sample is sorted
-        assert s.dropped(stage, n=7).equals(query.dropped_samples(run_dir, s.config, stage, n=7)), stage
+    want = set(reasons.filter(reasons["reason"].str.starts_with("gopher_quality."))["doc_id"])
+    seen = []
+    total = None
+    for page in range(100):
+        v.page = page
+        docs, total = v.documents()
+        if v.page != page:  # clamped: past the last page
+            break
+        seen += docs["doc_id"].to_list()
+    assert total == len(want) and set(seen) == want and len(seen) == len(want)
+    v.page = -3
+    v.documents()
+    assert v.page == 0
+
+
+def test_planner_follows_the_selection(run_dir):
+    s = Selection(run_dir)
+    p = Planner(s, token_target=2e9, days=10, gpus=8, deadline_days=2)
+    r = p.result()
+    f = s.funnel()
+    assert abs(r["retention_product"] - f["bytes_out"][-1] / f["bytes_in"][0]) < 1e-12
+    assert abs(r["throughput"]["tokens_per_s"] - 2e9 / (10 * 86400)) < 1e-6
+    same = p.against_run()
+    s.set("c4.enabled", False)  # on the synthetic sample, later stages drop what gopher_quality drops
+    f2 = s.funnel()
+    r2 = p.result()
+    assert abs(r2["retention_product"] - f2["bytes_out"][-1] / f2["bytes_in"][0]) < 1e-12
+    assert r2["retention_product"] > r["retention_product"]
+    moved = p.against_run()
+    assert moved["run"]["retention_product"] == same["selection"]["retention_product"]
+    assert moved["selection"]["retention_product"] == r2["retention_product"]
+
+
+def test_clusters_follow_the_funnel_threshold(run_dir):
+    s = Selection(run_dir)
+    c = Clusters(s, page_size=5)
+    assert c.at == s.config.stages.near_dedup.threshold
+    s.set("near_dedup.threshold", 0.6)
+    assert c.at == 0.6
+    df, n = c.clusters()
+    assert n == query.cluster_count(run_dir, 0.6, config=s.config, page_size=5) and 0 < df.height <= 5
+    c.page = 10**6
+    c.clusters()
+    assert c.page == n["pages"] - 1
+    c.page = -4
+    c.clusters()
+    assert c.page == 0
+    c.open_cluster = int(df["cluster_id"][0])
+    m = c.members()
+    kept = query.drop_reasons(run_dir, s.config)
+    kept = set(kept.filter(kept["reason"].is_null())["doc_id"])
+    for doc, status in zip(m["doc_id"], m["status"]):
+        assert (status == "kept") == (doc in kept)
+    cmp = c.compare(m)
+    assert cmp["a"] != cmp["b"] and {cmp["a"], cmp["b"]} <= set(m["doc_id"])
+    c.pair = (int(m["doc_id"][-1]), int(m["doc_id"][0]))
+    assert (c.compare(m)["a"], c.compare(m)["b"]) == c.pair
+
+
+def test_labelling_needs_a_name(run_dir, tmp_path):
+    import shutil
+
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    s = Selection(copy)
+    doc = int(query.drop_reasons(copy, s.config)["doc_id"][0])
+    with pytest.raises(ConfigError, match="name"):
+        s.label(doc, "bad")
+    s.user = "ada"
+    s.label(doc, "bad", "boilerplate")
+    got = query.labels(copy)
+    assert got.select("doc_id", "label", "user", "note").rows() == [(doc, "bad", "ada", "boilerplate")]
 
 
 def test_funnel_tab_follows_a_slider_release(run_dir):
-    """Outside a server the tab computes inline: a release patches the table, the Kept line and the chart."""
+    """Outside a server the tab computes inline: a release patches the table, the Kept line and the chart,
+    the knob's box shows the applied value, and its histogram is the one lab.query gives."""
     import param
 
-    from apps.dashboard import funnel_tab
+    from apps.views.funnel import FunnelTab, table_frame
 
-    s = FunnelState(run_dir)
-    tab = funnel_tab(s)
-    sidebar, main = tab[0], tab[1]
-    retention, chart, table, samples = main[0], main[2], main[4], main[6]
-    frame = table.value
-    slider = next(w for w in sidebar if w.name == "gopher_quality.min_words")
-    with param.edit_constant(slider):
-        slider.value_throttled = 120
+    s = Selection(run_dir)
+    tab = FunnelTab(s, Dispatch(None))
+    frame = tab.table.value
+    c = tab.knobs.controls["gopher_quality.min_words"]
+    with param.edit_constant(c.slider):
+        c.slider.value_throttled = 300
     want = query.funnel(run_dir, s.config)
-    assert s.config.stages.gopher_quality.min_words == 120
-    assert table.value is frame and table.value.equals(want.to_pandas())  # patched in place, not replaced
-    assert s.config.config_hash() in retention.object and "Kept:" in retention.object
-    assert chart.object.renderers[0].data_source.data["docs"] == curve(want)["docs"]
-    assert samples.value["doc_id"].tolist() == [str(d) for d in s.dropped("gopher_quality")["doc_id"]]
-
-
-def test_cluster_state_pages_and_diffs(run_dir):
-    cs = ClusterState(run_dir, page_size=5)
-    first = cs.clusters()
-    assert 0 < len(first) <= 5 and cs.count()["clusters"] >= 20
-    cs.page = 1
-    assert not cs.clusters()["cluster_id"].is_in(first["cluster_id"].implode()).any()
-    cs.open_cluster = int(first["cluster_id"][0])
-    m = cs.members()
-    assert len(m) == first["size"][0]
-    ops = cs.diff(0, 1)
-    assert "".join(t for op, t in ops if op != "+") == m["text"][0]
-    s, p = cs.s_curve()
-    assert p[0] == 0 and p[-1] == 1
-
-
-def test_planner_state_uses_the_run_measurements(run_dir):
-    ps = PlannerState(run_dir, token_target=2e9, days=10, gpus=8, deadline_days=2)
-    r = ps.result()
-    f = query.funnel(run_dir, load(run_dir / "config.yaml"))
-    kept, raw = f["bytes_out"][-1], f["bytes_in"][0]
-    assert abs(r["retention_product"] - kept / raw) < 1e-12
-    assert abs(r["raw_bytes"] - 2e9 * ps.bytes_per_token * raw / kept) / r["raw_bytes"] < 1e-9
-    assert abs(r["throughput"]["tokens_per_s"] - 2e9 / (10 * 86400)) < 1e-6
+    assert s.config.stages.gopher_quality.min_words == 300 and c.box.value == 300
+    assert tab.table.value is frame and tab.table.value.equals(table_frame(want, None))  # patched in place
+    assert s.config.config_hash() in tab.retention.object and "Kept:" in tab.retention.object
+    assert tab.source.data["docs"] == curve(want)["docs"]
+    h = query.histogram(run_dir, s.config, "gq_words")
+    h = h.filter(h["bin_lo"].is_not_null())
+    assert c.source.data["passed"] == h["passed_docs"].to_list() and c.span.location == 300
+    assert "drops" in tab.change.object and "min_words" in tab.change.object
+    # an exact value typed in the box is applied as typed (not snapped)
+    r = tab.knobs.controls["gopher_quality.min_alpha_words_ratio"]
+    r.box.value = 0.7312
+    assert s.config.stages.gopher_quality.min_alpha_words_ratio == 0.7312
+    # a disabled stage's card is greyed out, and its knobs disabled
+    tab.knobs.controls["gopher_quality.enabled"].widget.value = False
+    assert "disabled" in tab.knobs.cards["gopher_quality"].title and r.box.disabled
 
 
 def _free_port() -> int:
@@ -149,3 +227,4 @@ def test_serve_answers_over_http(run_dir):
 def test_serve_refuses_a_missing_run(tmp_path):
     r = subprocess.run([sys.executable, "-m", "lab.cli", "serve", str(tmp_path / "nope")], capture_output=True, text=True)
     assert r.returncode == 2 and "not a run directory" in r.stderr
+

@@ -1,0 +1,102 @@
+"""One way for every tab to compute off the server's event loop and show the answer on it.
+
+A tab asks ``Dispatch.submit(kind, compute, show)``: ``compute`` runs on a thread of the process's
+query pool (DuckDB releases the GIL while it works), and ``show`` applies the answer on the
+session's event loop, every change in one message. A request overtaken by a later one of the same
+``kind`` in the same session is dropped: its answer is not shown and, if it has not started yet,
+not computed. Outside a server (a notebook, a test) ``compute`` runs inline.
+
+Two pools, shared by every session of the process: the numbers (funnels, histograms) and the
+details (documents, clusters, plans), which wait a little for the numbers in flight so that one
+session's documents do not delay another session's funnel.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from functools import partial
+from typing import Any
+
+import panel as pn
+from panel.io.state import set_curdoc
+
+AFTER_WAIT_S = 1.0  # how long detail work waits for the numbers in flight, at most
+_SKIPPED = object()  # a request overtaken before it started
+
+
+class Pool:
+    """Query threads that count their work in flight (``quiet`` is set when there is none)."""
+
+    def __init__(self, workers: int, name: str, *, after: Pool | None = None) -> None:
+        self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=name)
+        self.after = after  # a pool whose work goes first: wait (a while) until it is quiet
+        self.lock, self.running, self.quiet = threading.Lock(), 0, threading.Event()
+        self.quiet.set()
+
+    def submit(self, fn: Callable[[], Any]) -> Future:
+        with self.lock:
+            self.running += 1
+            self.quiet.clear()
+        fut = self.executor.submit(self._run, fn)
+        fut.add_done_callback(self._finished)
+        return fut
+
+    def _run(self, fn: Callable[[], Any]) -> Any:
+        if self.after is not None:
+            self.after.quiet.wait(timeout=AFTER_WAIT_S)
+        return fn()
+
+    def _finished(self, _: Future) -> None:
+        with self.lock:
+            self.running -= 1
+            if not self.running:
+                self.quiet.set()
+
+
+NUMBERS = Pool(4, "corpus-lab-numbers")
+DETAILS = Pool(2, "corpus-lab-details", after=NUMBERS)
+
+
+class Dispatch:
+    """One session's requests: the latest of each kind is computed on a pool and shown on the loop."""
+
+    def __init__(self, doc=None) -> None:
+        self.doc = doc if doc is not None else pn.state.curdoc
+        self.generation: dict[str, int] = {}
+
+    @property
+    def served(self) -> bool:
+        return self.doc is not None and self.doc.session_context is not None
+
+    def submit(self, kind: str, compute: Callable[[], Any], show: Callable[[Future], None], *,
+               pool: Pool | None = None) -> None:
+        gen = self.generation[kind] = self.generation.get(kind, 0) + 1
+        if not self.served:
+            show(done(compute))
+            return
+
+        def run():
+            return _SKIPPED if gen != self.generation[kind] else compute()
+
+        def ready(fut: Future) -> None:
+            if gen == self.generation[kind]:  # the one thread-safe way into a Bokeh document
+                self.doc.add_next_tick_callback(partial(self._show, kind, gen, fut, show))
+
+        (pool or NUMBERS).submit(run).add_done_callback(ready)
+
+    def _show(self, kind: str, gen: int, fut: Future, show: Callable[[Future], None]) -> None:
+        if gen == self.generation[kind] and fut.result() is not _SKIPPED:
+            with set_curdoc(self.doc), pn.io.hold(self.doc):  # every change in one message
+                show(fut)
+
+
+def done(compute: Callable[[], Any]) -> Future:
+    """A finished future holding ``compute()`` or the exception it raised."""
+    fut: Future = Future()
+    try:
+        fut.set_result(compute())
+    except Exception as e:  # noqa: BLE001 - handed to the caller through the future
+        fut.set_exception(e)
+    return fut

@@ -1,0 +1,362 @@
+"""The dashboard's store: one session's selection over a run, and everything derived from it.
+
+``Selection`` (a ``param.Parameterized``) holds what the user chose — the knobs moved away from the
+run's config, the one before the last change, the unit and split the numbers are read in, the
+user's name — and derives the config, the funnel, the change's cost, the diff against the run's
+config and the link that restores it. Every tab reads this one object, so they all follow the same
+selection: the Planner plans from its funnel, the Dedup tab opens at its near-dup threshold, the
+document viewer pages through its drops. The tab models below (``Viewer``, ``Clusters``,
+``Planner``) hold only what a tab adds to it (a page, an open cluster, a token target).
+
+No widgets and no SQL here: every number comes from ``lab`` calls, so this is tested as plain
+objects (set values, read derived tables), and notebooks can drive the same objects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import param
+import polars as pl
+
+from lab import dedup, knobs, labels, plan, query
+from lab.config import Config, dumps, load
+from lab.errors import ConfigError
+from lab.stages import STAGE_NAMES, near_dedup
+
+UNITS = ("docs", "bytes", "tokens")
+SPLITS = ("(none)", "lang", "source")
+GRID = near_dedup.GRID
+
+
+def curve(f: pl.DataFrame) -> dict[str, list]:
+    """The funnel chart's columns: ``stage`` and, per unit, the share of the input still in after it.
+
+    >>> f = pl.DataFrame({"stage": ["a", "b"], "docs_in": [4, 4], "docs_out": [4, 1]})
+    >>> curve(f)
+    {'stage': ['a', 'b'], 'docs': [1.0, 0.25]}
+    """
+    out = {"stage": f["stage"].to_list()}
+    for unit in UNITS:
+        if f"{unit}_out" in f.columns:
+            n = f[f"{unit}_in"][0] if f.height else 0
+            out[unit] = (f[f"{unit}_out"] / n).to_list() if n else [1.0] * f.height
+    return out
+
+
+def retention(f: pl.DataFrame) -> dict[str, float]:
+    """Documents, bytes (and tokens) kept over all stages of an ungrouped funnel: the retention product.
+
+    >>> retention(pl.DataFrame({"docs_in": [4, 4], "docs_out": [4, 1], "bytes_in": [8, 8], "bytes_out": [8, 2]}))
+    {'docs': 0.25, 'bytes': 0.25}
+    """
+    first, last = f.row(0, named=True), f.row(-1, named=True)
+    return {u: (last[f"{u}_out"] / first[f"{u}_in"] if first[f"{u}_in"] else 1.0)
+            for u in UNITS if f"{u}_in" in f.columns}
+
+
+@dataclass(frozen=True)
+class FunnelView:
+    """What the Funnel tab shows for one config (``Selection.view``)."""
+
+    config_hash: str  # lab.config.Config.config_hash of the thresholds it answers for
+    funnel: pl.DataFrame  # the table: split by language or source when asked
+    retention: dict[str, float]  # unit -> share kept over all stages (whole run)
+    curve: dict[str, list]  # the chart's columns (``curve``), whole run
+    kept: dict[str, int]  # unit -> amount kept (whole run)
+
+
+class Selection(param.Parameterized):
+    """One session's thresholds over a run, and what they give."""
+
+    moved = param.Dict(default={}, doc="knob name -> value the user set (knobs at the run's value are absent)")
+    previous = param.Dict(default={}, doc="``moved`` before the last change: what 'newly dropped / kept' compare with")
+    changed = param.List(default=[], doc="the knob names the last change moved")
+    unit = param.Selector(objects=list(UNITS), default="docs", doc="the unit histograms and changes are read in")
+    by = param.Selector(objects=list(SPLITS), default="(none)", doc="split the funnel table by language or source")
+    user = param.String(default="", doc="who labels (from --basic-auth, or typed in)")
+    labels_changed = param.Event(doc="a label was stored (the precision table follows)")
+
+    def __init__(self, run_dir: str | Path, **params: Any) -> None:
+        super().__init__(**params)
+        self.run_dir = Path(run_dir)
+        self.run = query.open_run(self.run_dir, in_memory=True)
+        self.base: Config = load(self.run_dir / "config.yaml")
+        self._configs: dict[tuple, Config] = {}
+
+    # --- inputs -----------------------------------------------------------------------------------
+
+    def knobs(self) -> list[knobs.Knob]:
+        langs = tuple(lang for lang, _ in query.languages(self.run))
+        return knobs.knobs(self.config, query.signal_ranges(self.run), langs)
+
+    def set(self, name: str, value: Any) -> None:
+        """Move one knob (validated: a bad value raises ConfigError and changes nothing)."""
+        self.update({name: value})
+
+    def update(self, values: dict[str, Any]) -> None:
+        """Move several knobs as one change (validated together: all or nothing)."""
+        moved = dict(self.moved)
+        base = knobs.values(self.base)
+        for name, value in values.items():
+            value = tuple(value) if isinstance(value, list) else value
+            if name in base and _same(base[name], value):
+                moved.pop(name, None)  # back at the run's value: not a move
+            else:
+                moved[name] = value
+        self._config_of(moved)  # raises ConfigError before anything changes
+        if moved == self.moved:
+            return
+        changed = sorted(n for n in set(moved) | set(self.moved) if moved.get(n) != self.moved.get(n))
+        with param.parameterized.batch_call_watchers(self):
+            self.previous, self.changed = dict(self.moved), changed
+            self.moved = moved
+
+    def reset(self, stage: str | None = None) -> None:
+        """Every knob back to the run's config, or only ``stage``'s."""
+        if stage is not None and stage not in STAGE_NAMES:
+            raise ConfigError(f"unknown stage {stage!r}; known: {', '.join(STAGE_NAMES)}")
+        base = knobs.values(self.base)
+        self.update({n: base[n] for n in self.moved if stage is None or n.partition(".")[0] == stage})
+
+    def restore(self, link: str) -> None:
+        """Apply the state of a link (``url``): the knobs it names, the others at the run's values."""
+        moved = knobs.decode(link, self.base) if link else {}
+        base = knobs.values(self.base)
+        self.update({**{n: base[n] for n in self.moved}, **moved})
+
+    # --- derived ----------------------------------------------------------------------------------
+
+    def _config_of(self, moved: dict[str, Any]) -> Config:
+        key = tuple(sorted(moved.items(), key=lambda kv: kv[0]))
+        cfg = self._configs.get(key)
+        if cfg is None:
+            cfg = knobs.apply(self.base, moved)
+            if len(self._configs) > 64:
+                self._configs.clear()
+            self._configs[key] = cfg
+        return cfg
+
+    @property
+    def config(self) -> Config:
+        return self._config_of(self.moved)
+
+    @property
+    def previous_config(self) -> Config:
+        return self._config_of(self.previous)
+
+    @property
+    def split(self) -> str | None:
+        return None if self.by == "(none)" else self.by
+
+    def funnel(self, by: str | None = None, *, config: Config | None = None) -> pl.DataFrame:
+        """The funnel under the current thresholds (or under ``config``, a snapshot of them)."""
+        return query.funnel(self.run, self.config if config is None else config, by=by)
+
+    def view(self, by: str | None = None, *, config: Config | None = None) -> FunnelView:
+        """Everything the funnel table and chart show for the current thresholds (or ``config``)."""
+        cfg = self.config if config is None else config
+        f = self.funnel(by, config=cfg)
+        whole = f if by is None else self.funnel(config=cfg)
+        last = whole.row(-1, named=True)
+        return FunnelView(cfg.config_hash(), f, retention(whole), curve(whole),
+                          {u: last[f"{u}_out"] for u in UNITS if f"{u}_out" in whole.columns})
+
+    def retention(self) -> dict[str, float]:
+        return retention(self.funnel())
+
+    def change(self, *, before: Config | None = None, after: Config | None = None) -> dict:
+        """What the last change newly drops and newly keeps (``lab.query.change``)."""
+        return query.change(self.run, self.previous_config if before is None else before,
+                            self.config if after is None else after)
+
+    def diff(self) -> list:
+        """The knobs that differ from the run's config (``lab.knobs.diff``)."""
+        return knobs.diff(self.base, self.config)
+
+    def url(self) -> str:
+        """The query string that restores this selection (``restore``)."""
+        return knobs.encode(self.moved)
+
+    def histogram(self, signal: str, *, config: Config | None = None, bins: int = 40) -> pl.DataFrame:
+        return query.histogram(self.run, self.config if config is None else config, signal, bins=bins)
+
+    def export_yaml(self, config: Config | None = None) -> str:
+        """The chosen thresholds as the config file ``corpus-lab run --config`` reads, under a new run name
+        (a batch run never lands on the explored run)."""
+        cfg = self.config if config is None else config
+        return dumps(dataclasses.replace(cfg, name=self.run_name(cfg)))
+
+    def run_name(self, config: Config | None = None) -> str:
+        return knobs.run_name(self.base, self.config if config is None else config)
+
+    def export_command(self, path: str = "corpus-lab-config.yaml") -> str:
+        return f"corpus-lab run --config {path} --mode batch"
+
+    # --- labels -----------------------------------------------------------------------------------
+
+    def label(self, doc_id: int, label: str, note: str = "") -> dict:
+        """Store one label by this session's user (``lab.labels.add``)."""
+        if not self.user.strip():
+            raise ConfigError("no user name: type your name in the 'labelled by' field (or serve with --basic-auth) "
+                              "before labelling")
+        return labels.add(self.run_dir, doc_id, label, user=self.user.strip(), note=note)
+
+    def precision(self, config: Config | None = None) -> pl.DataFrame:
+        return query.stage_precision(self.run, self.config if config is None else config)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether two knob values are one value (lists and tuples alike; a switch is never a number).
+
+    >>> _same(("en",), ["en"]), _same(50, 50.0), _same(True, 1)
+    (True, True, False)
+    """
+    if isinstance(a, (list, tuple)) or isinstance(b, (list, tuple)):
+        return isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)) and tuple(a) == tuple(b)
+    return a == b and isinstance(a, bool) == isinstance(b, bool)
+
+
+# --- the tab models ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Viewer:
+    """The document viewer: which documents (a view of the selection), filters, a seeded order, a page."""
+
+    sel: Selection
+    view: str = "dropped"  # one of lab.query.VIEWS
+    stage: str | None = "gopher_quality"  # dropped view: only this stage's drops (None: every drop)
+    reason: str | None = None
+    source: str | None = None
+    lang: str | None = None
+    doc_ids: tuple[int, ...] | None = None  # only these (the labelled-good drops of a stage)
+    seed: int = 0
+    page: int = 0
+    page_size: int = 20
+
+    def _args(self, config: Config | None = None) -> dict:
+        return dict(view=self.view, stage=self.stage if self.view == "dropped" else None,
+                    previous=self.sel.previous_config if self.view.startswith("newly") else None,
+                    reason=self.reason, source=self.source, lang=self.lang,
+                    doc_ids=list(self.doc_ids) if self.doc_ids is not None else None)
+
+    def count(self, config: Config | None = None) -> int:
+        return query.document_count(self.sel.run, self.sel.config if config is None else config, **self._args())
+
+    def pages(self, total: int) -> int:
+        return max(1, math.ceil(total / self.page_size))
+
+    def documents(self, config: Config | None = None) -> tuple[pl.DataFrame, int]:
+        """The current page (its number clamped to the pages there are) and the number of documents."""
+        cfg = self.sel.config if config is None else config
+        total = query.document_count(self.sel.run, cfg, **self._args())
+        self.page = min(max(self.page, 0), self.pages(total) - 1)
+        page = query.documents(self.sel.run, cfg, **self._args(), seed=self.seed,
+                               offset=self.page * self.page_size, limit=self.page_size)
+        return page, total
+
+    def filters(self, config: Config | None = None) -> dict[str, list]:
+        a = self._args()
+        return query.document_filters(self.sel.run, self.sel.config if config is None else config,
+                                      view=a["view"], stage=a["stage"], previous=a["previous"])
+
+
+CLUSTER_PAGE = 20
+
+
+@dataclass
+class Clusters:
+    """The near-duplicate cluster browser over the selection: its threshold, a page, one open cluster
+    and the two members compared."""
+
+    sel: Selection
+    threshold: float | None = None  # None: the selection's near_dedup threshold
+    sort: str = "size"
+    descending: bool = True
+    page: int = 0
+    page_size: int = CLUSTER_PAGE
+    open_cluster: int | None = None
+    pair: tuple[int, int] | None = None  # the two members' doc ids compared side by side
+
+    @property
+    def at(self) -> float:
+        return self.sel.config.stages.near_dedup.threshold if self.threshold is None else self.threshold
+
+    def count(self) -> dict[str, int]:
+        return query.cluster_count(self.sel.run, self.at, config=self.sel.config, page_size=self.page_size)
+
+    def clusters(self) -> tuple[pl.DataFrame, dict[str, int]]:
+        """The current page (clamped into the pages there are) and the counts."""
+        n = self.count()
+        self.page = query.page_bounds(self.page, n["pages"])
+        df = query.clusters(self.sel.run, self.at, config=self.sel.config, sort=self.sort, descending=self.descending,
+                            offset=self.page * self.page_size, limit=self.page_size)
+        return df, n
+
+    def members(self) -> pl.DataFrame:
+        if self.open_cluster is None:
+            return pl.DataFrame()
+        return query.cluster_members(self.sel.run, self.open_cluster, self.at, config=self.sel.config)
+
+    def compare(self, members: pl.DataFrame | None = None) -> dict:
+        """The two compared members (the chosen pair, else the kept one and the first other), their
+        pair's Jaccard, and the word diff that ignores whitespace."""
+        m = self.members() if members is None else members
+        if m.height < 2:
+            return {}
+        ids = m["doc_id"].to_list()
+        a, b = self.pair if self.pair and all(x in ids for x in self.pair) else _default_pair(m)
+        ta, tb = (m.filter(pl.col("doc_id") == x)["text"][0] for x in (a, b))
+        j = query.pair_jaccard(self.sel.run, a, b)
+        return {"a": a, "b": b, "jaccard": j, "ops": dedup.diff(ta, tb)}
+
+    def s_curve(self) -> tuple[Any, Any]:
+        cfg = self.sel.base.stages.near_dedup
+        return dedup.s_curve(cfg.bands, cfg.rows)
+
+
+def _default_pair(m: pl.DataFrame) -> tuple[int, int]:
+    ids = m["doc_id"].to_list()
+    kept = [d for d, s in zip(ids, m["status"].to_list()) if s == "kept"] if "status" in m.columns else []
+    a = kept[0] if kept else ids[0]
+    return a, next(d for d in ids if d != a)
+
+
+@dataclass
+class Planner:
+    """The throughput planner over the selection's funnel (retention per stage, bytes per token of the
+    kept documents) and the run's measured costs."""
+
+    sel: Selection
+    token_target: float = 1e12
+    days: float = 30.0
+    gpus: int = 256
+    deadline_days: float = 7.0
+    bytes_per_token_on_disk: int = 4
+    measured: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.measured = plan.from_manifest(self.sel.run_dir)
+
+    def inputs(self, config: Config | None = None) -> dict:
+        """What the plan is computed from: the run's measurements with the funnel of ``config`` (default:
+        the selection's)."""
+        cfg = self.sel.config if config is None else config
+        return plan.from_funnel(self.sel.funnel(config=cfg), self.measured)
+
+    def result(self, config: Config | None = None) -> dict:
+        m = self.inputs(config)
+        return plan.plan(self.token_target, self.days, self.gpus, retentions=m["retention"]["bytes"],
+                         bytes_per_token=m["bytes_per_token"] or 4.0,
+                         stage_cpu_seconds_per_byte=m["stage_cpu_seconds_per_byte"],
+                         deadline_days=self.deadline_days, bytes_per_token_on_disk=self.bytes_per_token_on_disk)
+
+    def against_run(self, config: Config | None = None) -> dict:
+        """The plan of the selection beside the plan of the run's own config, and what differs."""
+        mine, theirs = self.result(config), self.result(self.sel.base)
+        return {"selection": mine, "run": theirs, "differs": plan.compare(mine, theirs)}

@@ -1,0 +1,43 @@
+"""The Export tab: the chosen thresholds as a config file under a new run name, what changed against
+the run's config, and the command that runs it in batch."""
+
+from __future__ import annotations
+
+import html
+import io
+
+import panel as pn
+
+from apps import format as fmt
+from apps.store import Selection
+
+
+def changes_html(changes: list) -> str:
+    if not changes:
+        return "<p>No threshold differs from the run's config.</p>"
+    rows = "".join(f"<tr><td><code>{html.escape(c.name)}</code></td><td>{html.escape(fmt.value(c.before))}</td>"
+                   f"<td><b>{html.escape(fmt.value(c.after))}</b></td><td>{html.escape(c.unit or '')}</td></tr>"
+                   for c in changes)
+    return ("<table class='changes'><tr><th>knob</th><th>run's config</th><th>exported</th><th>unit</th></tr>"
+            f"{rows}</table>")
+
+
+class ExportTab:
+    def __init__(self, sel: Selection) -> None:
+        self.sel = sel
+        self.changes = pn.pane.HTML(name="changes", sizing_mode="stretch_width")
+        self.text = pn.pane.Markdown(name="config", sizing_mode="stretch_width")
+        self.download = pn.widgets.FileDownload(callback=lambda: io.StringIO(self.sel.export_yaml()),
+                                                filename="corpus-lab-config.yaml", label="Download config",
+                                                color="primary", width=200)
+        sel.param.watch(lambda e: self.show(), ["moved"])
+        self.view = pn.Column(self.download, self.changes, self.text, name="Export", sizing_mode="stretch_width")
+        self.show()
+
+    def show(self) -> None:
+        name = self.sel.run_name()
+        self.changes.object = (f"<p>Run name: <b>{html.escape(name)}</b> (the explored run is "
+                               f"<code>{html.escape(self.sel.base.name)}</code>: a batch run lands beside it)</p>"
+                               + changes_html(self.sel.diff()))
+        self.text.object = (f"```yaml\n{self.sel.export_yaml()}```\n\nRun it in batch:\n\n"
+                            f"    {self.sel.export_command()}")

@@ -1,0 +1,250 @@
+"""The knobs: one card per stage, each knob a control with its help, and each number its distribution.
+
+A numeric knob is a slider stepping in round increments (``Knob.step``) beside an exact number box:
+what the slider shows, what the selection applies and what Export writes are the same value (the
+slider's value is snapped to its step, the box's is taken as typed). Beside it, the histogram of its
+signal over the documents that reach its stage, passed and dropped stacked, the cutoff drawn and
+following the control as it moves (in the browser, before the release), and the cost of the last
+change of that knob. Only the histograms of open cards are computed: one query each per change.
+A disabled stage's card is greyed out; each card resets its stage.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from typing import Any, Callable
+
+import panel as pn
+
+from apps import format as fmt
+from apps.dispatch import Dispatch
+from apps.store import Selection
+from lab import knobs as lab_knobs
+from lab.errors import LabError
+from lab.stages import STAGE_NAMES
+
+OPEN_STAGES = ("gopher_quality",)  # cards open when the page loads
+_HIST_W, _HIST_H = 330, 120
+_COLORS = {"passed": "#4c78a8", "dropped": "#e45756"}
+
+
+def _slider_format(step: float) -> str:
+    """A numeral.js format that shows every digit a slider of ``step`` can hold.
+
+    >>> _slider_format(1), _slider_format(0.05), _slider_format(0.001)
+    ('0,0', '0,0.00', '0,0.000')
+    """
+    text = repr(float(step)).rstrip("0").rstrip(".")
+    d = len(text.split(".")[1]) if "." in text else 0
+    return "0,0" + ("." + "0" * d if d else "")
+
+
+def _histogram_figure(k) -> tuple[Any, Any, Any]:
+    """A small stacked histogram (passed below, dropped on top) with the cutoff drawn, updated in place."""
+    from bokeh.models import ColumnDataSource, Span
+    from bokeh.plotting import figure
+
+    source = ColumnDataSource({"left": [], "right": [], "passed": [], "top": [], "bottom0": []})
+    fig = figure(width=_HIST_W, height=_HIST_H, toolbar_location=None, tools="hover", y_axis_type="linear",
+                 tooltips=[("bin", "@left{0,0.[000]} – @right{0,0.[000]}"), ("passed", "@passed{0,0}"),
+                           ("dropped", "@dropped{0,0}")])
+    fig.quad(left="left", right="right", bottom="bottom0", top="passed", source=source, color=_COLORS["passed"],
+             legend_label="passed")
+    fig.quad(left="left", right="right", bottom="passed", top="top", source=source, color=_COLORS["dropped"],
+             legend_label="dropped")
+    fig.legend.location = "top_right"
+    fig.legend.label_text_font_size = "8pt"
+    fig.legend.background_fill_alpha = 0.6
+    fig.legend.padding = 2
+    fig.xaxis.axis_label = k.signal
+    fig.xaxis.axis_label_text_font_size = "8pt"
+    fig.yaxis.major_label_text_font_size = fig.xaxis.major_label_text_font_size = "8pt"
+    fig.min_border_left = 30
+    span = Span(location=float(k.value), dimension="height", line_color="#222", line_width=2, line_dash="dashed",
+                name=f"cutoff {k.name}")
+    source.name = f"histogram {k.name}"
+    fig.add_layout(span)
+    return fig, source, span
+
+
+class KnobControl:
+    """One knob's widgets, kept equal to the selection's value."""
+
+    def __init__(self, k: lab_knobs.Knob, set_value: Callable[[str, Any], None]) -> None:
+        self.knob, self.set_value = k, set_value
+        self.syncing = False
+        self.slider = self.box = self.widget = None
+        self.hist = self.source = self.span = None
+        self.note = pn.pane.HTML("", margin=(0, 5), styles={"font-size": "12px", "color": "#555"})
+        title = (f"<b>{k.key}</b> <span style='color:#666'>· {k.unit} · default {fmt.value(k.default)}"
+                 f" ({k.source})</span>")
+        self.label = pn.Row(pn.pane.HTML(title, margin=(0, 5), styles={"font-size": "13px"}),
+                            pn.widgets.TooltipIcon(value=f"{k.help} Default {fmt.value(k.default)} {k.unit}: "
+                                                         f"{k.source}.", margin=(0, 0)),
+                            margin=0)
+        if k.kind == "switch":
+            self.widget = pn.widgets.Checkbox(label=f"{k.name}", value=k.value, margin=(0, 5))
+            self.widget.param.watch(lambda e: self._moved(e.new), "value")
+            parts = [pn.Row(self.widget, self.label[1], margin=0)]
+        elif k.kind == "choice":
+            self.widget = pn.widgets.Select(label=k.name, options=list(k.options), value=k.value, width=140)
+            self.widget.param.watch(lambda e: self._moved(e.new), "value")
+            parts = [self.label, self.widget]
+        elif k.kind == "languages":
+            self.widget = pn.widgets.MultiChoice(label=k.name, options=list(k.options), value=list(k.value), width=330)
+            self.widget.param.watch(lambda e: self._moved(tuple(e.new)), "value")
+            parts = [self.label, self.widget]
+        else:
+            integer = k.kind == "integer"
+            lo, hi, step = k.lo, k.hi, k.step
+            if lo is None or hi is None or hi <= lo:
+                self.slider = None
+            else:
+                cls = pn.widgets.IntSlider if integer else pn.widgets.FloatSlider
+                kw = {} if integer else {"format": _slider_format(step)}
+                self.slider = cls(label=k.name, start=int(lo) if integer else float(lo), end=int(hi) if integer else float(hi),
+                                  step=int(step) if integer else float(step), value=k.value, width=215,
+                                  show_value=False, margin=(0, 5), **kw)
+                self.slider._debounce = 0  # a release comes alone: no need to wait for more
+                self.slider.param.watch(lambda e: self._moved(lab_knobs.snap(self.knob, e.new)), "value_throttled")
+            self.box = (pn.widgets.IntInput if integer else pn.widgets.FloatInput)(
+                label="", value=k.value, width=105, margin=(0, 5), css_classes=["knob-box"],
+                **({} if integer else {"format": "0.[0000000000]"}))  # every digit: the box shows the value applied
+            self.box.param.watch(lambda e: e.new is not None and self._moved(e.new), "value")
+            row = [w for w in (self.slider, self.box) if w is not None]
+            parts = [self.label, pn.Row(*row, margin=0)]
+            if k.signal:
+                self.hist, self.source, self.span = _histogram_figure(k)
+                if self.slider is not None:  # the cutoff follows the handle in the browser, before the release
+                    self.slider.jscallback(value="span.location = cb_obj.value", args={"span": self.span})
+                parts += [pn.pane.Bokeh(self.hist, margin=(0, 5)), self.note]
+        self.view = pn.Column(*parts, margin=(2, 0, 8, 0), width=360,
+                              css_classes=["knob", "knob-" + k.name.replace(".", "-")])
+
+    @property
+    def name(self) -> str:
+        return self.knob.name
+
+    def _moved(self, value: Any) -> None:
+        if not self.syncing:
+            self.set_value(self.knob.name, value)
+
+    def show(self, value: Any, *, enabled: bool = True) -> None:
+        """Show the selection's ``value`` (after a move, a reset or a restored link) without moving it again."""
+        self.syncing = True
+        try:
+            if self.widget is not None:
+                self.widget.value = list(value) if isinstance(value, tuple) else value
+            if self.box is not None:
+                self.box.value = value
+            if self.slider is not None:
+                v = min(max(value, self.slider.start), self.slider.end)
+                self.slider.value = v
+            if self.span is not None:
+                self.span.location = float(value)
+            for w in (self.slider, self.box):
+                if w is not None:
+                    w.disabled = not enabled
+        finally:
+            self.syncing = False
+
+
+class KnobPanel:
+    """The sidebar: a card per stage with its knobs; keeps every control equal to the selection."""
+
+    def __init__(self, sel: Selection, dispatch: Dispatch, report: Callable[[str], None]) -> None:
+        self.sel, self.dispatch, self.report = sel, dispatch, report
+        self.log_y = pn.widgets.Checkbox(label="log scale (histograms)", value=False)
+        self.controls: dict[str, KnobControl] = {}
+        self.cards: dict[str, pn.Card] = {}
+        by_stage: dict[str, list[KnobControl]] = {}
+        for k in sel.knobs():
+            c = KnobControl(k, self._set)
+            self.controls[k.name] = c
+            by_stage.setdefault(k.stage, []).append(c)
+        for stage in STAGE_NAMES:
+            if stage not in by_stage:
+                continue
+            reset = pn.widgets.Button(label=f"reset {stage}", color="light", width=150, margin=(0, 5))
+            reset.on_click(lambda _, s=stage: self._reset(s))
+            card = pn.Card(reset, *(c.view for c in by_stage[stage]), title=stage, collapsed=stage not in OPEN_STAGES,
+                           width=380, margin=(4, 0), name=f"card {stage}")
+            card.param.watch(lambda e, s=stage: None if e.new else self.refresh_histograms([s]), "collapsed")
+            self.cards[stage] = card
+        self.log_y.param.watch(lambda e: self._log_scale(e.new), "value")
+        self.view = pn.Column(self.log_y, *self.cards.values(), width=400, scroll=True, height=820,
+                              name="knobs", css_classes=["knobs"])
+        self.sync()
+
+    def _set(self, name: str, value: Any) -> None:
+        try:
+            self.sel.set(name, value)
+        except LabError as e:
+            self.report(str(e))
+            self.sync()  # the refused value goes back to the applied one
+
+    def _reset(self, stage: str) -> None:
+        self.sel.reset(stage)
+
+    def _log_scale(self, log: bool) -> None:
+        from bokeh.models import LinearScale, LogScale
+
+        for c in self.controls.values():
+            if c.hist is not None:
+                c.hist.y_scale = LogScale() if log else LinearScale()
+        self.refresh_histograms()
+
+    def sync(self) -> None:
+        """Every control shows the selection's value; a disabled stage's card is greyed out."""
+        values = lab_knobs.values(self.sel.config)
+        for name, c in self.controls.items():
+            enabled = values.get(f"{c.knob.stage}.enabled", True) or c.knob.key == "enabled"
+            c.show(values[name], enabled=enabled)
+        for stage, card in self.cards.items():
+            on = values.get(f"{stage}.enabled", True)
+            card.header_background = "" if on else "#e6e6e6"
+            card.title = stage if on else f"{stage} (disabled)"
+            card.styles = {} if on else {"opacity": "0.6"}
+
+    def open_stages(self) -> list[str]:
+        return [s for s, card in self.cards.items() if not card.collapsed]
+
+    def refresh_histograms(self, stages: list[str] | None = None) -> None:
+        """Recompute the histograms of the open cards (or of ``stages``): one query each, off the loop."""
+        cfg, unit, log = self.sel.config, self.sel.unit, self.log_y.value
+        for stage in stages or self.open_stages():
+            for c in self.controls.values():
+                if c.knob.stage != stage or c.hist is None:
+                    continue
+                sig = c.knob.signal
+                self.dispatch.submit(f"hist:{c.name}", lambda sig=sig: self.sel.histogram(sig, config=cfg),
+                                     lambda fut, c=c: self._show_histogram(c, fut, unit, log))
+
+    def _show_histogram(self, c: KnobControl, fut: Future, unit: str, log: bool) -> None:
+        try:
+            h = fut.result()
+        except LabError as e:
+            self.report(str(e))
+            return
+        h = h.filter(h["bin_lo"].is_not_null())
+        passed, dropped = h[f"passed_{unit}"].to_list(), h[f"dropped_{unit}"].to_list()
+        floor = 0.5 if log else 0  # a log axis has no 0
+        c.source.data = {"left": h["bin_lo"].to_list(), "right": h["bin_hi"].to_list(),
+                         "passed": [max(p, floor) for p in passed], "dropped": dropped,
+                         "top": [max(p + d, floor) for p, d in zip(passed, dropped)],
+                         "bottom0": [floor] * h.height}
+        c.hist.yaxis.axis_label = {"docs": "documents", "bytes": "bytes", "tokens": "tokens"}[unit]
+        c.hist.yaxis.axis_label_text_font_size = "8pt"
+
+    def show_change(self, change: dict | None, names: list[str]) -> None:
+        """Under the knobs the last change moved: what it newly drops and keeps, in every unit."""
+        for name, c in self.controls.items():
+            c.note.object = _change_line(change) if change is not None and name in names else ""
+
+
+def _change_line(change: dict) -> str:
+    def amounts(d: dict) -> str:
+        return " / ".join(fmt.amount(d[u], u) for u in ("docs", "bytes", "tokens") if u in d)
+
+    return (f"this change drops <b>{amounts(change['dropped'])}</b> more"
+            + (f", keeps {amounts(change['kept'])} more" if change["kept"]["docs"] else ""))

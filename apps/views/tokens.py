@@ -1,0 +1,85 @@
+"""The Fertility & packing tab: the run's tokenizer by language and source, the tokenizer comparison
+(``corpus-lab fertility``) and every packing strategy x sequence length. Computed off the loop."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from pathlib import Path
+
+import panel as pn
+
+from apps.dispatch import DETAILS, Dispatch
+from lab import query
+from lab.errors import LabError
+
+TABLES = (("Fertility by language", lambda run: query.fertility(run, "lang")),
+          ("Fertility by source", lambda run: query.fertility(run, "source")),
+          ("Tokenizer comparison (corpus-lab fertility)", query.fertility_comparison),
+          ("Packing: strategy x seq_len", query.packing))
+
+
+def _packing_figure(run):
+    from matplotlib.figure import Figure
+
+    p = query.packing(run)
+    fig = Figure(figsize=(6, 3), layout="constrained")
+    ax = fig.add_subplot()
+    lens = sorted(set(p["seq_len"].to_list()))
+    width = 0.8 / max(len(lens), 1)
+    strategies = sorted(set(p["strategy"].to_list()))
+    for i, n in enumerate(lens):
+        rows = p.filter(p["seq_len"] == n).sort("strategy")
+        ax.bar([k + i * width for k in range(len(strategies))], rows["utilization"].to_list(), width, label=f"{n}")
+    ax.set_xticks([k + width * (len(lens) - 1) / 2 for k in range(len(strategies))], strategies)
+    ax.set_ylabel("utilization")
+    ax.set_title("packing: real tokens / slots")
+    ax.legend(title="seq_len")
+    return fig
+
+
+def _fertility_figure(run):
+    from matplotlib.figure import Figure
+
+    f = query.fertility(run, "lang")
+    f = f.filter(f["bytes_per_token"].is_not_null())  # documents with no tokens (empty text) have no figure
+    fig = Figure(figsize=(6, 3), layout="constrained")
+    ax = fig.add_subplot()
+    ax.bar([str(x) for x in f["lang"].to_list()], f["bytes_per_token"].to_list())
+    ax.set_ylabel("bytes per token")
+    ax.set_title("the run's tokenizer, by language")
+    return fig
+
+
+def tokens_tab(run_dir: Path, dispatch: Dispatch) -> pn.viewable.Viewable:
+    figures = pn.Row(sizing_mode="stretch_width")
+    tables = pn.Column(sizing_mode="stretch_width")
+
+    def compute():
+        out = []
+        for fig in (_fertility_figure, _packing_figure):
+            try:
+                out.append(("figure", fig(run_dir)))
+            except LabError as e:
+                out.append(("note", str(e)))
+        for title, fn in TABLES:
+            try:
+                out.append((title, fn(run_dir).to_pandas()))
+            except LabError as e:
+                out.append((title, str(e)))
+        return out
+
+    def show(fut: Future) -> None:
+        for kind, x in fut.result():
+            if kind == "figure":
+                figures.append(pn.pane.Matplotlib(x, dpi=72, height=240, tight=True))
+            elif kind == "note":
+                figures.append(pn.pane.Alert(x, alert_type="info"))
+            elif isinstance(x, str):
+                tables.extend([pn.pane.Markdown(f"### {kind}"), pn.pane.Alert(x, alert_type="info")])
+            else:
+                tables.extend([pn.pane.Markdown(f"### {kind}"),
+                               pn.widgets.Tabulator(x, disabled=True, show_index=False, height=220,
+                                                    sizing_mode="stretch_width", layout="fit_data_table")])
+
+    dispatch.submit("tokens", compute, show, pool=DETAILS)
+    return pn.Column(figures, tables, name="Fertility & packing", sizing_mode="stretch_width")
