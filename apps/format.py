@@ -75,6 +75,19 @@ def value(v: Any) -> str:
     return str(v)
 
 
+def signal(v: Any, threshold: Any = None) -> str:
+    """A signal's value, as an integer when its threshold is one (word counts come back as floats).
+
+    >>> signal(25.0, "70"), signal(0.25, "0.3"), signal(None)
+    ('25', '0.25', '–')
+    """
+    if v is None:
+        return "–"
+    if isinstance(v, float) and v.is_integer() and threshold is not None and "." not in str(threshold):
+        return str(int(v))
+    return value(v)
+
+
 def text(s: str | None) -> str:
     """A document's text as HTML that shows it verbatim (markup is text, never rendered).
 

@@ -278,6 +278,7 @@ class Clusters:
     threshold: float | None = None  # None: the selection's near_dedup threshold
     sort: str = "size"
     descending: bool = True
+    survivors_only: bool = False  # only clusters with 2+ members alive before near_dedup (what it decides)
     page: int = 0
     page_size: int = CLUSTER_PAGE
     open_cluster: int | None = None
@@ -288,14 +289,15 @@ class Clusters:
         return self.sel.config.stages.near_dedup.threshold if self.threshold is None else self.threshold
 
     def count(self) -> dict[str, int]:
-        return query.cluster_count(self.sel.run, self.at, config=self.sel.config, page_size=self.page_size)
+        return query.cluster_count(self.sel.run, self.at, config=self.sel.config, survivors_only=self.survivors_only,
+                                   page_size=self.page_size)
 
     def clusters(self) -> tuple[pl.DataFrame, dict[str, int]]:
         """The current page (clamped into the pages there are) and the counts."""
         n = self.count()
         self.page = query.page_bounds(self.page, n["pages"])
         df = query.clusters(self.sel.run, self.at, config=self.sel.config, sort=self.sort, descending=self.descending,
-                            offset=self.page * self.page_size, limit=self.page_size)
+                            survivors_only=self.survivors_only, offset=self.page * self.page_size, limit=self.page_size)
         return df, n
 
     def members(self) -> pl.DataFrame:

@@ -113,7 +113,7 @@ def _funnel_rows(page) -> dict[str, str]:
     for i in range(rows.count()):
         row = rows.nth(i)
         stage = row.locator('.tabulator-cell[tabulator-field="stage"]').inner_text().strip()
-        out[stage] = row.locator('.tabulator-cell[tabulator-field="docs dropped"]').inner_text().strip()
+        out[stage] = row.locator('.tabulator-cell[tabulator-field="dropped"]').inner_text().strip()
     return out
 
 
@@ -158,7 +158,7 @@ def test_read_a_dropped_document_and_markup_stays_text(served, browser):
     shown = page.locator(".doc-text").first
     _wait_for(page, lambda: first["text"][:80] in shown.inner_text())
     assert shown.inner_text().strip() == first["text"].strip()  # the whole text, as stored
-    why = f"{first['signal']} = {fmt.value(first['value'])}, must be {first['op']} {first['threshold']}"
+    why = f"{first['signal']} = {fmt.signal(first['value'], first['threshold'])}, must be {first['op']} {first['threshold']}"
     assert page.get_by_text(why, exact=False).count() >= 1
     page.screenshot(path=str(ARTIFACTS / "viewer_dropped.png"), full_page=True)
     # a document whose text holds markup: shown as text, never run

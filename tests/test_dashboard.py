@@ -139,6 +139,10 @@ def test_clusters_follow_the_funnel_threshold(run_dir):
     c.page = -4
     c.clusters()
     assert c.page == 0
+    c.survivors_only = True  # only what near_dedup decides: two or more members alive before it
+    alive, _ = c.clusters()
+    assert alive.height and (alive["alive"] >= 2).all()
+    c.survivors_only, c.page = False, 0
     c.open_cluster = int(df["cluster_id"][0])
     m = c.members()
     kept = query.drop_reasons(run_dir, s.config)

@@ -70,9 +70,12 @@ class DedupTab:
         self.prev = pn.widgets.Button(label="◀ prev", width=70, margin=(25, 5))
         self.next = pn.widgets.Button(label="next ▶", width=70, margin=(25, 5))
         self.count = pn.pane.HTML("", name="cluster count", margin=(25, 5))
+        self.survivors = pn.widgets.Checkbox(label="only clusters near_dedup decides (2+ members alive before it)",
+                                             value=False)
         self.note = pn.pane.HTML("", sizing_mode="stretch_width")
         self.table = pn.widgets.Tabulator(cluster_frame(_no_clusters()), disabled=True, show_index=False, selectable=1,
                                           height=300, sizing_mode="stretch_width", layout="fit_columns",
+                                          widths={"cluster_id": 190, "kept": 190, "size": 60, "alive": 60},
                                           name="clusters")
         self.members = pn.widgets.Tabulator(pd.DataFrame(columns=["doc_id", "status", "source", "lang", "size"]),
                                             disabled=True, show_index=False, height=200, sizing_mode="stretch_width",
@@ -82,8 +85,10 @@ class DedupTab:
         self.diff = pn.pane.HTML("", sizing_mode="stretch_width", name="compare")
         self.curve = pn.pane.Matplotlib(_s_curve_figure(self.model), dpi=72, height=230, tight=True)
         self._members = None
+        self._curve_at = self.model.at
         self.threshold.param.watch(self._picked_threshold, "value")
         self.sort.param.watch(self._resort, "value")
+        self.survivors.param.watch(self._resort, "value")
         self.order.param.watch(self._resort, "value")
         self.prev.on_click(lambda _: self._page(-1))
         self.next.on_click(lambda _: self._page(+1))
@@ -92,7 +97,7 @@ class DedupTab:
             w.param.watch(self._pair, "value")
         sel.param.watch(self._selection_changed, ["moved"])
         self.view = pn.Column(pn.Row(self.threshold, self.sort, self.order, self.prev, self.next, self.count),
-                              self.note, self.table, pn.pane.HTML("<h3 style='margin:4px 0'>Members</h3>"),
+                              pn.Row(self.survivors, self.note), self.table, pn.pane.HTML("<h3 style='margin:4px 0'>Members</h3>"),
                               self.members, pn.Row(self.left, self.right), self.diff, self.curve,
                               name="Dedup clusters", sizing_mode="stretch_width")
         self.refresh()
@@ -112,6 +117,7 @@ class DedupTab:
 
     def _resort(self, _=None) -> None:
         self.model.sort, self.model.descending = self.sort.value, self.order.value == "descending"
+        self.model.survivors_only = self.survivors.value
         self.model.page = 0
         self.refresh()
 
@@ -146,6 +152,8 @@ class DedupTab:
                                 f"<p style='margin:2px 0;color:#a15c00'>Browsing at {at:.2f}; the funnel uses "
                                 f"{funnel:.2f}.</p>")
             self.prev.disabled, self.next.disabled = page <= 0, page >= n["pages"] - 1
+            if at != self._curve_at:
+                self._curve_at, self.curve.object = at, _s_curve_figure(self.model)
             if m.open_cluster is not None:
                 self._load_members()
 

@@ -23,24 +23,25 @@ from lab.errors import LabError
 
 
 def table_frame(f: pl.DataFrame, by: str | None) -> pd.DataFrame:
-    """The funnel as the table shows it: per stage what it drops and what is still in, counts short.
+    """The funnel as the table shows it: per stage the documents it drops, then what is still in after it
+    and the share of its input it keeps, per unit; counts short.
 
     >>> f = pl.DataFrame({"stage": ["a"], "docs_in": [5], "docs_dropped": [2_000_000], "docs_out": [3],
     ...                   "bytes_out": [3_400_000], "docs_retention": [0.6], "bytes_retention": [0.5]})
     >>> table_frame(f, None).to_dict("records")
-    [{'stage': 'a', 'docs dropped': '2.0M', 'docs out': '3', 'bytes out': '3.4 MB', 'kept % docs': '60.00%', 'kept % bytes': '50.00%'}]
+    [{'stage': 'a', 'dropped': '2.0M', 'docs': '3', 'bytes': '3.4 MB', 'docs %': '60.00%', 'bytes %': '50.00%'}]
     """
     cols = {}
     if by:
         cols[by] = [str(x) for x in f[by].to_list()]
     cols["stage"] = f["stage"].to_list()
-    cols["docs dropped"] = [fmt.count(x) for x in f["docs_dropped"].to_list()]
+    cols["dropped"] = [fmt.count(x) for x in f["docs_dropped"].to_list()]
     for unit in UNITS:
         if f"{unit}_out" in f.columns:
-            cols[f"{unit} out"] = [(fmt.size if unit == "bytes" else fmt.count)(x) for x in f[f"{unit}_out"].to_list()]
+            cols[unit] = [(fmt.size if unit == "bytes" else fmt.count)(x) for x in f[f"{unit}_out"].to_list()]
     for unit in UNITS:
         if f"{unit}_retention" in f.columns:
-            cols[f"kept % {unit}"] = [fmt.share(x) for x in f[f"{unit}_retention"].to_list()]
+            cols[f"{unit} %"] = [fmt.share(x) for x in f[f"{unit}_retention"].to_list()]
     return pd.DataFrame(cols)
 
 
@@ -108,6 +109,9 @@ class FunnelTab:
         self.reset.on_click(lambda _: self.sel.reset())
         self.unit = pn.widgets.RadioButtonGroup(label="unit", options=list(UNITS), value=sel.unit, width=220)
         self.by = pn.widgets.Select(label="split by", options=["(none)", "lang", "source"], value=sel.by, width=140)
+        self.table_title = pn.pane.HTML("<p style='margin:2px 0;color:#555'>Per stage: the documents it drops; "
+                                        "then, still in after it, documents, bytes and tokens, and the share of its "
+                                        "input it keeps.</p>", sizing_mode="stretch_width")
         self.table = pn.widgets.Tabulator(table_frame(first.funnel, None), disabled=True, show_index=False,
                                           height=330, sizing_mode="stretch_width", layout="fit_columns",
                                           name="funnel", css_classes=["funnel-table"])
@@ -121,7 +125,8 @@ class FunnelTab:
         sel.param.watch(lambda e: self.knobs.refresh_histograms(), ["unit"])
         main = pn.Column(pn.Row(self.reset, pn.pane.HTML("<b>unit</b>", margin=(12, 5)), self.unit, self.by,
                                 sizing_mode="stretch_width"),
-                         self.retention, self.change, self.diff, self.error, self.chart, self.table, self.viewer.view,
+                         self.retention, self.change, self.diff, self.error, self.chart, self.table_title, self.table,
+                         self.viewer.view,
                          sizing_mode="stretch_width", margin=(0, 0, 0, 10))
         self.view = pn.Row(self.knobs.view, main, name="Funnel", sizing_mode="stretch_width")
         self.knobs.refresh_histograms()

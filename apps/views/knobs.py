@@ -52,7 +52,7 @@ def _histogram_figure(k) -> tuple[Any, Any, Any]:
              legend_label="passed")
     fig.quad(left="left", right="right", bottom="passed", top="top", source=source, color=_COLORS["dropped"],
              legend_label="dropped")
-    fig.legend.location = "top_right"
+    fig.legend.location = "top_left"
     fig.legend.label_text_font_size = "8pt"
     fig.legend.background_fill_alpha = 0.6
     fig.legend.padding = 2
@@ -102,7 +102,7 @@ class KnobControl:
             else:
                 cls = pn.widgets.IntSlider if integer else pn.widgets.FloatSlider
                 kw = {} if integer else {"format": _slider_format(step)}
-                self.slider = cls(label=k.name, start=int(lo) if integer else float(lo), end=int(hi) if integer else float(hi),
+                self.slider = cls(label="", start=int(lo) if integer else float(lo), end=int(hi) if integer else float(hi),
                                   step=int(step) if integer else float(step), value=k.value, width=215,
                                   show_value=False, margin=(0, 5), **kw)
                 self.slider._debounce = 0  # a release comes alone: no need to wait for more

@@ -38,7 +38,7 @@ def list_frame(page: pl.DataFrame) -> pd.DataFrame:
     for d in page.iter_rows(named=True):
         why = d["reason"] or "kept"
         if d.get("signal"):
-            why += f" ({d['signal']} {fmt.value(d['value'])} vs {d['op']} {d['threshold']})"
+            why += f" ({d['signal']} {fmt.signal(d['value'], d['threshold'])} vs {d['op']} {d['threshold']})"
         rows.append({"doc_id": str(d["doc_id"]), "why": why, "source": d["source"], "lang": d["lang"] or "",
                      "size": fmt.size(d["bytes"])})
     return pd.DataFrame(rows, columns=["doc_id", "why", "source", "lang", "size"])
@@ -56,7 +56,7 @@ def document_html(d: dict) -> str:
     if d["reason"]:
         fail = f"<span class='fail'>{html.escape(d['reason'])}</span>"
         if d.get("signal"):
-            fail += (f": <code>{html.escape(d['signal'])}</code> = <b>{html.escape(fmt.value(d['value']))}</b>, "
+            fail += (f": <code>{html.escape(d['signal'])}</code> = <b>{html.escape(fmt.signal(d['value'], d['threshold']))}</b>, "
                      f"must be {html.escape(d['op'])} <b>{html.escape(str(d['threshold']))}</b>")
         lines.append(fail)
     else:
