@@ -232,3 +232,27 @@ def test_serve_refuses_a_missing_run(tmp_path):
     r = subprocess.run([sys.executable, "-m", "lab.cli", "serve", str(tmp_path / "nope")], capture_output=True, text=True)
     assert r.returncode == 2 and "not a run directory" in r.stderr
 
+
+
+def test_labels_tab_serves_past_a_corrupt_label_file(run_dir, tmp_path):
+    """A label file that cannot be read is named on the Labels tab; every other label still counts."""
+    import shutil
+
+    from apps.views.labels import LabelsTab
+
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    s = Selection(copy, user="ada")
+    drops = query.documents(copy, s.config, view="dropped", stage="gopher_quality", limit=2)["doc_id"].to_list()
+    s.label(drops[0], "bad")
+    s.label(drops[1], "good")
+    (copy / "labels" / "part-broken.parquet").write_bytes(b"PAR1 half a file")
+    opened: list = []
+    tab = LabelsTab(s, Dispatch(None), lambda ids, note: opened.append((ids, note)))
+    assert tab.problems.visible and "part-broken.parquet" in tab.problems.object
+    row = tab.table.value.set_index("stage").loc["gopher_quality"]
+    assert (row["bad"], row["good"], row["precision"]) == ("1", "1", "50.00%")
+    assert "2</b> labels on <b>2</b> documents by ada" in tab.summary.object
+    # one click on the stage: the viewer is asked for the labelled-good documents it drops
+    tab.table.selection = [list(tab.table.value["stage"]).index("gopher_quality")]
+    assert opened and opened[0][0] == [drops[1]]

@@ -164,10 +164,11 @@ class FunnelTab:
             if first:
                 self.change.object = _change_text(change, names)
                 self.knobs.show_change(change, names)
-                self.knobs.refresh_histograms()
-                self.viewer.refresh()
 
         self.dispatch.submit("funnel", compute, show)
+        if first:  # each on its own query thread, beside the funnel; the documents wait for the numbers
+            self.knobs.refresh_histograms()
+            self.viewer.refresh()
 
 
 def _change_text(change: dict | None, names: list[str]) -> str:

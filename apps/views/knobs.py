@@ -210,15 +210,17 @@ class KnobPanel:
         return [s for s, card in self.cards.items() if not card.collapsed]
 
     def refresh_histograms(self, stages: list[str] | None = None) -> None:
-        """Recompute the histograms of the open cards (or of ``stages``): one query each, off the loop."""
+        """Recompute the histograms of the open cards (or of ``stages``), off the loop: one query per signal
+        (a minimum and a maximum on the same signal share it)."""
         cfg, unit, log = self.sel.config, self.sel.unit, self.log_y.value
-        for stage in stages or self.open_stages():
-            for c in self.controls.values():
-                if c.knob.stage != stage or c.hist is None:
-                    continue
-                sig = c.knob.signal
-                self.dispatch.submit(f"hist:{c.name}", lambda sig=sig: self.sel.histogram(sig, config=cfg),
-                                     lambda fut, c=c: self._show_histogram(c, fut, unit, log))
+        wanted = set(stages or self.open_stages())
+        by_signal: dict[str, list[KnobControl]] = {}
+        for c in self.controls.values():
+            if c.knob.stage in wanted and c.hist is not None:
+                by_signal.setdefault(c.knob.signal, []).append(c)
+        for sig, controls in by_signal.items():
+            self.dispatch.submit(f"hist:{sig}", lambda sig=sig: self.sel.histogram(sig, config=cfg),
+                                 lambda fut, cs=controls: [self._show_histogram(c, fut, unit, log) for c in cs])
 
     def _show_histogram(self, c: KnobControl, fut: Future, unit: str, log: bool) -> None:
         try:
