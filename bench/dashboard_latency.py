@@ -58,15 +58,20 @@ SLIDER = "gopher_quality.min_alpha_words_ratio"  # dense around its default: mos
 OFFSET = "gopher_quality.min_words"  # moved i+1 steps by session i first: sessions never share a config
 TIMEOUT_MS = 30_000
 
-# In the page: the keydown time, the arrival time of every websocket message, and a wait that polls
-# once per animation frame (Panel renders into shadow roots: found once, re-found when replaced).
+# In the page: the press time (a key or a mouse button), the arrival time of every websocket message,
+# and waits that check on every message (just after it is applied) and on a 25 ms timer.
 INIT = """
-window.__press = 0; window.__msgs = [];
-addEventListener('keydown', () => { window.__press = performance.now(); window.__msgs = []; }, true);
+window.__press = 0; window.__msgs = []; window.__onmsg = null;
+const __pressed = () => { window.__press = performance.now(); window.__msgs = []; };
+addEventListener('keydown', __pressed, true);
+addEventListener('mousedown', __pressed, true);
 const WS = window.WebSocket;
 window.WebSocket = function (...a) {
   const s = new WS(...a);
-  s.addEventListener('message', () => window.__msgs.push(performance.now()));
+  s.addEventListener('message', () => {
+    window.__msgs.push(performance.now());
+    if (window.__onmsg) setTimeout(window.__onmsg, 0);  // after the message is applied
+  });
   return s;
 };
 window.WebSocket.prototype = WS.prototype;
@@ -78,74 +83,123 @@ window.__deep = (root, pred) => {
   }
   return null;
 };
+window.__find = (key, pred) => {  // found once, re-found when replaced
+  const el = window[key];
+  if (!el || !el.isConnected) window[key] = window.__deep(document, pred);
+  return window[key];
+};
+window.__hasClass = (c) => (el) => el.classList && el.classList.contains(c);
 window.__funnel = () => {
-  const find = (key, pred) => {
-    const el = window[key];
-    if (!el || !el.isConnected) window[key] = window.__deep(document, pred);
-    return window[key] ? window[key].textContent : null;
-  };
-  return {kept: find('__kept', (el) => el.tagName === 'P' && el.textContent.startsWith('Kept:')),
-          table: find('__table', (el) => el.classList && el.classList.contains('tabulator-table'))};
+  const kept = window.__find('__kept', (el) => el.tagName === 'P' && el.textContent.startsWith('Kept:'));
+  const host = window.__find('__host', window.__hasClass('funnel-table'));
+  const table = host ? window.__deep(host.shadowRoot || host, window.__hasClass('tabulator-table')) : null;
+  const text = kept ? kept.textContent : null;
+  const m = text ? text.match(/config\\s+(\\S+)/) : null;
+  return {kept: text, hash: m ? m[1] : null, table: table ? table.textContent : null};
+};
+window.__hists = (names) => names.map((n) => Bokeh.documents[0].get_model_by_name(n));
+window.__dropped = (names) => window.__hists(names).map((m) => {
+  const v = m.data instanceof Map ? m.data.get('dropped') : m.data['dropped'];
+  return Array.from(v);
+});
+window.__viewer = () => {
+  const pager = window.__find('__pager', (el) => el.tagName === 'DIV' && /^page \\d+ of /.test(el.textContent));
+  const text = window.__find('__doc', window.__hasClass('doc-text'));
+  const head = text ? text.getRootNode().textContent.match(/doc (\\d+)/) : null;
+  return {pager: pager ? pager.textContent : null, doc: head ? head[1] : null, text: text ? text.textContent : null};
 };
 window.__alert = () => {
   const el = window.__deep(document, (el) => el.classList && el.classList.contains('alert-danger')
                                              && el.offsetParent !== null && el.textContent.trim());
   return el ? el.textContent : null;
 };
-window.__wait = (before, timeout) => new Promise((resolve) => {
-  // no polling every frame (8 pages forcing frames would load the 2 cores themselves): observe the
-  // shadow roots of the Kept line and the table; a slow timer re-finds replaced ones and times out
-  let keptAt = null, tableAt = null, keptPaint = null, tablePaint = null, done = false;
-  const roots = new Set();
-  const obs = new MutationObserver(() => check());
-  const watch = () => {
-    for (const el of [window.__kept, window.__table]) {
-      const root = el && el.isConnected ? el.getRootNode() : null;
-      if (root && !roots.has(root)) {
-        roots.add(root);
-        obs.observe(root, {subtree: true, childList: true, characterData: true, attributes: true});
-      }
-    }
-  };
-  const finish = (r) => { done = true; obs.disconnect(); clearInterval(timer); resolve(r); };
+// Wait until done() holds (checked after every message and every 25 ms), then for the next animation
+// frame: the time from the press to that frame, and the part until the last message before it.
+window.__until = (done, timeout, extra) => new Promise((resolve) => {
+  let shownAt = null, fin = false;
+  const finish = (r) => { fin = true; window.__onmsg = null; clearInterval(timer); resolve(r); };
   const check = () => {
-    if (done) return;
-    const now = performance.now(), f = window.__funnel();
-    watch();
-    if (keptAt === null && f.kept !== null && f.kept !== before.kept) {
-      keptAt = now; requestAnimationFrame(() => { keptPaint = performance.now(); check(); });
-    }
-    if (tableAt === null && f.table !== before.table) {
-      tableAt = now; requestAnimationFrame(() => { tablePaint = performance.now(); check(); });
-    }
-    const tableSettled = tablePaint !== null || (tableAt === null && keptAt !== null && now - keptAt > 300);
-    if (keptPaint !== null && tableSettled) {
-      const shown = Math.max(keptAt, tableAt ?? keptAt), painted = Math.max(keptPaint, tablePaint ?? keptPaint);
-      const msg = Math.max(...window.__msgs.filter((t) => t <= shown), window.__press);
-      finish({ms: painted - window.__press, server_ms: msg - window.__press, browser_ms: painted - msg,
-              table_changed: tableAt !== null, alert: window.__alert()});
+    if (fin || shownAt !== null) return;
+    const now = performance.now();
+    if (done()) {
+      shownAt = now;
+      requestAnimationFrame(() => {
+        const painted = performance.now();
+        const msg = Math.max(...window.__msgs.filter((t) => t <= shownAt), window.__press);
+        finish({ms: painted - window.__press, server_ms: msg - window.__press, browser_ms: painted - msg,
+                messages: window.__msgs.filter((t) => t <= shownAt).length, alert: window.__alert(), ...extra()});
+      });
     } else if (now - window.__press > timeout) {
-      finish({ms: null, alert: window.__alert()});
+      finish({ms: null, alert: window.__alert(), ...extra()});
     }
   };
-  const timer = setInterval(check, 50);
+  window.__onmsg = check;
+  const timer = setInterval(check, 25);
   check();
 });
+// A slider move: the Kept line names another config AND every open histogram's data was replaced
+// (each histogram goes out in its own message, after the funnel's).
+window.__waitMove = (before, names, timeout) => {
+  const old = window.__hists(names).map((m) => m.data);
+  let tableAt = null;
+  return window.__until(() => {
+    const f = window.__funnel();
+    if (tableAt === null && f.table !== before.table) tableAt = performance.now();
+    return f.hash !== null && f.hash !== before.hash && window.__hists(names).every((m, i) => m.data !== old[i]);
+  }, timeout, () => ({hash: window.__funnel().hash, table_changed: tableAt !== null}));
+};
+// A page of the viewer: the pager shows page `want` AND the open document is another one, its text shown.
+window.__waitPage = (before, want, timeout) => window.__until(() => {
+  const v = window.__viewer();
+  return v.pager !== null && v.pager.startsWith(`page ${want} of`) && v.doc !== null && v.doc !== before.doc
+         && v.text !== null && v.text.length > 0;
+}, timeout, () => window.__viewer());
 """
 
 
+FLAGS = {"doc_id", "content_hash", "malformed_utf8", "c4_lorem_ipsum", "c4_curly_brace", "bytes"}
+
+
+def jitter(t: pa.Table, rng: np.random.Generator) -> pa.Table:
+    """Every numeric signal (but ids, hashes and 0/1 flags) times a lognormal factor (sigma 0.15), as
+    bench/query_browse.py does: a small sample resampled a million times has few distinct values, and
+    a threshold move between two of them would move no document."""
+    for i, f in enumerate(t.schema):
+        if f.name in FLAGS or not (pa.types.is_integer(f.type) or pa.types.is_floating(f.type)):
+            continue
+        x = t.column(i).to_numpy(zero_copy_only=False).astype(np.float64)
+        y = x * rng.lognormal(0.0, 0.15, x.size)
+        if "ratio" in f.name or "frac" in f.name or f.name == "lang_score":
+            y = np.clip(y, 0.0, 1.0)
+        arr = pa.array(np.round(y) if pa.types.is_integer(f.type) else y, from_pandas=True).cast(f.type)
+        t = t.set_column(i, f.name, arr)
+    return t
+
+
 def build_run(src: Path, root: Path, rows: int, seed: int = 0) -> Path:
-    """A run directory of ``rows`` documents resampled from the run ``src``."""
+    """A run directory of ``rows`` documents resampled from the run ``src`` (kept when it exists).
+
+    Signals jittered, token counts, the text of EVERY document (the viewer pages through a seeded random
+    order of all of them), and near-duplicate edges (chains of 2-6 nodes over 3% of the contents) with
+    their clusters, as bench/query_browse.py builds them.
+    """
+    if (root / "config.yaml").exists():
+        return root
+    from lab import dedup
+
     lay, s = RunLayout(root), RunLayout(src)
     lay.make()
     sig = pa.concat_tables(pq.read_table(p) for p in sorted(s.signals.glob("part-*.parquet")))
+    tok = pa.concat_tables(pq.read_table(p) for p in sorted(s.tokenized_dir.glob("part-*.parquet")))
+    ntok = dict(zip(tok.column("doc_id").to_pylist(), tok.column("n_tokens").to_pylist()))
     docs = pa.concat_tables(pq.read_table(p) for p in sorted(s.docs.glob("part-*.parquet")))
     text_of = dict(zip(docs.column("doc_id").to_pylist(), docs.column("text").to_pylist()))
     rng = np.random.default_rng(seed)
+    lay.tokenized_dir.mkdir(parents=True, exist_ok=True)
+    all_ids, all_hashes = [], []
     for i, start in enumerate(range(0, rows, CHUNK)):
         n = min(CHUNK, rows - start)
-        idx = rng.integers(0, sig.num_rows, n)
-        t = sig.take(idx)
+        t = jitter(sig.take(rng.integers(0, sig.num_rows, n)), rng)
         src_ids = t.column("doc_id").to_pylist()
         ids = (np.arange(start, start + n, dtype=np.int64) * 2654435761) % (2**62)
         uniq = rng.integers(0, 2**62, n)
@@ -153,11 +207,31 @@ def build_run(src: Path, root: Path, rows: int, seed: int = 0) -> Path:
         t = t.set_column(t.schema.get_field_index("doc_id"), "doc_id", pa.array(ids))
         t = t.set_column(t.schema.get_field_index("content_hash"), "content_hash", pa.array(hashes))
         write_parquet(t, lay.part("signals", f"{i:05d}"))
-        k = max(0, min(n, 20_000 - start))
-        d = {"doc_id": ids[:k].tolist(), "source": t.column("source").to_pylist()[:k], "locator": list(range(k)),
-             "url": [""] * k, "record_id": [""] * k, "text": [text_of[x] for x in src_ids[:k]]}
+        write_parquet(pa.table({"doc_id": ids, "n_tokens": pa.array([ntok.get(x) for x in src_ids], pa.int64()),
+                                "words": pa.array([0] * n, pa.int64()), "continued_words": pa.array([0] * n, pa.int64())}),
+                      lay.tokenized(f"{i:05d}"))
+        d = {"doc_id": ids.tolist(), "source": t.column("source").to_pylist(), "locator": list(range(start, start + n)),
+             "url": [""] * n, "record_id": [""] * n, "text": [text_of[x] for x in src_ids]}
         write_parquet(pa.table(d, schema=DOCS_SCHEMA), lay.part("docs", f"{i:05d}"))
+        all_ids.append(ids)
+        all_hashes.append(hashes)
     write_parquet(REJECTS_SCHEMA.empty_table(), lay.part("rejects", "00000"))
+    ids, hashes = np.concatenate(all_ids), np.concatenate(all_hashes)
+    nodes, first = np.unique(hashes, return_index=True)
+    pick = rng.permutation(nodes.size)[: int(0.03 * nodes.size)]
+    u, v, pos = [], [], 0
+    while pos < pick.size - 1:
+        chain = pick[pos:pos + int(rng.integers(2, 7))]
+        u += chain[:-1].tolist()
+        v += chain[1:].tolist()
+        pos += chain.size
+    u, v = np.array(u), np.array(v)
+    jac = rng.integers(56, 113, u.size) / 112
+    e = pa.table({"u": nodes[u], "v": nodes[v], "u_doc": ids[first[u]], "v_doc": ids[first[v]],
+                  "matches": pa.array((jac * 112).astype(np.int16)), "jaccard_est": jac,
+                  "jaccard_exact": pa.nulls(u.size, pa.float64()), "jaccard": jac}, schema=dedup.EDGE_SCHEMA)
+    write_parquet(e, lay.edges(0))
+    dedup.write_clusters(root, dedup.spanning_forest(dedup.Forest(nodes[u], nodes[v], ids[first[u]], ids[first[v]], jac)))
     for f in ("config.yaml", "manifest.json"):
         shutil.copy(src / f, root / f)
     shutil.copy(s.merged_stats, lay.merged_stats)
@@ -165,8 +239,7 @@ def build_run(src: Path, root: Path, rows: int, seed: int = 0) -> Path:
 
 
 def _handle(page, name: str):
-    return page.locator(".bk-input-group", has=page.locator(".bk-slider-title", has_text=name + ":")
-                        ).locator(".noUi-handle").first
+    return page.locator(f".knob-{name.replace('.', '-')} .noUi-handle").first
 
 
 def tree_cpu(root: int) -> float:
@@ -195,37 +268,52 @@ def machine_busy() -> tuple[float, float]:
     return sum(f) - f[3] - f[4], sum(f)  # all but idle and iowait
 
 
-def session(url: str, index: int, moves: int, think: tuple[float, float], seed: int, ready, out: mp.Queue) -> None:
-    """One user: offset its config, wait for the others, then move / wait for the funnel / think."""
+def session(url: str, index: int, moves: int, think: tuple[float, float], seed: int, ready, out: mp.Queue,
+            mode: str = "move", names: tuple[str, ...] = ()) -> None:
+    """One user. ``move``: offset its config, wait for the others, then move / wait until the funnel AND
+    the open histograms show the new config / think. ``pages``: click "next ▶" / wait until the pager
+    shows the next page and its first document / think."""
     from playwright.sync_api import sync_playwright
 
     rng = random.Random(seed * 1000 + index)
-    res = {"moves": [], "errors": 0, "page_errors": [], "timeouts": 0, "alerts": 0}
+    res = {"index": index, "moves": [], "errors": 0, "page_errors": [], "timeouts": 0, "alerts": 0, "last": None}
     with sync_playwright() as p:
         b = p.chromium.launch(executable_path=shutil.which("chromium"), args=ARGS)
-        page = b.new_page(viewport={"width": 1400, "height": 1000})
+        page = b.new_page(viewport={"width": 1440, "height": 900})
         page.on("pageerror", lambda e: res["page_errors"].append(str(e)[:200]))
         page.add_init_script(INIT)
         page.goto(url, timeout=300_000)
         page.wait_for_selector("text=Kept:", timeout=300_000)
+        page.wait_for_selector("text=page 1 of", timeout=300_000)  # the viewer has its first page
+        page.wait_for_function("(n) => window.__dropped(n).every((d) => d.length > 0)", arg=list(names),
+                               timeout=300_000)  # every open histogram drawn
 
         def press(handle, key: str):
             before = page.evaluate("() => window.__funnel()")
             handle.press(key)
-            return page.evaluate("([b, t]) => window.__wait(b, t)", [before, TIMEOUT_MS])
+            return page.evaluate("([b, n, t]) => window.__waitMove(b, n, t)", [before, list(names), TIMEOUT_MS])
 
-        offset = _handle(page, OFFSET)
-        offset.focus()
-        for _ in range(index + 1):
-            press(offset, "ArrowRight")
-        handle = _handle(page, SLIDER)
-        handle.focus()
+        def next_page(button, number: int):
+            before = page.evaluate("() => window.__viewer()")
+            button.click()
+            return page.evaluate("([b, w, t]) => window.__waitPage(b, w, t)", [before, number + 1, TIMEOUT_MS])
+
+        if mode == "move":
+            offset = _handle(page, OFFSET)
+            offset.focus()
+            for _ in range(index + 1):
+                press(offset, "ArrowRight")
+            handle = _handle(page, SLIDER)
+            handle.focus()
+        else:
+            nxt = page.get_by_role("button", name="next ▶")
+            nxt.scroll_into_view_if_needed()
         ready.wait(timeout=900)
         cpu0 = tree_cpu(os.getpid())
         if think[1] > 0:
             page.wait_for_timeout(1000 * rng.uniform(0, think[1]))  # users do not start in step
-        for _ in range(moves):
-            r = press(handle, "ArrowRight")
+        for i in range(moves):
+            r = press(handle, "ArrowLeft") if mode == "move" else next_page(nxt, i + 1)
             if r["ms"] is None:
                 res["timeouts"] += 1
             elif r["alert"]:
@@ -235,9 +323,38 @@ def session(url: str, index: int, moves: int, think: tuple[float, float], seed: 
             if think[1] > 0:
                 page.wait_for_timeout(1000 * rng.uniform(*think))
         res["browser_cpu_s"] = tree_cpu(os.getpid()) - cpu0
+        if mode == "move":  # what the page shows at the end, checked against lab.query by the caller
+            res["last"] = {"hash": page.evaluate("() => window.__funnel().hash"),
+                           "dropped": page.evaluate("(n) => window.__dropped(n)", list(names))}
+        else:
+            res["last"] = {**page.evaluate("() => window.__viewer()"), "page": moves + 1}
         b.close()
     res["errors"] = res["timeouts"] + res["alerts"] + len(res["page_errors"])
     out.put(res)
+
+
+def check_last(root: Path, mode: str, index: int, moves: int, names: tuple[str, ...], last: dict) -> dict:
+    """Whether a session's final page shows what ``lab.query`` gives for its final config (or page)."""
+    from lab import knobs, query
+    from lab.config import load
+
+    run = query.open_run(root, in_memory=True)
+    base = load(root / "config.yaml")
+    if mode == "pages":
+        d = query.documents(run, base, view="dropped", stage="gopher_quality", offset=(last["page"] - 1) * 20,
+                            limit=20).row(0, named=True)
+        return {"ok": last["doc"] == str(d["doc_id"]) and last["text"].strip() == d["text"].strip(),
+                "page": last["page"], "doc_id": str(d["doc_id"]), "shown_doc": last["doc"]}
+    ks = {k.name: k for k in knobs.knobs(base, query.signal_ranges(run))}
+    off, sl = ks[OFFSET], ks[SLIDER]
+    cfg = knobs.apply(base, {OFFSET: knobs.snap(off, off.value + (index + 1) * off.step),
+                             SLIDER: knobs.snap(sl, sl.value - moves * sl.step)})
+    want = []
+    for n in names:
+        h = query.histogram(run, cfg, ks[n.removeprefix("histogram ")].signal)
+        want.append(h.filter(h["bin_lo"].is_not_null())["dropped_docs"].to_list())
+    return {"ok": last["hash"] == cfg.config_hash() and last["dropped"] == want, "hash": cfg.config_hash(),
+            "shown_hash": last["hash"], "histograms_equal": last["dropped"] == want}
 
 
 def stats(moves: list[dict]) -> dict:
@@ -248,7 +365,8 @@ def stats(moves: list[dict]) -> dict:
     lat = [m["ms"] for m in moves]
     out = {"moves_measured": len(lat), "median_ms": round(statistics.median(lat), 1) if lat else None,
            "p95_ms": pct(lat, 0.95), "max_ms": round(max(lat), 1) if lat else None,
-           "table_changed": sum(m["table_changed"] for m in moves)}
+           "table_changed": sum(m.get("table_changed", False) for m in moves),
+           "messages_median": statistics.median(m["messages"] for m in moves) if moves else None}
     for part in ("server_ms", "browser_ms"):
         xs = [m[part] for m in moves]
         out[part.replace("_ms", "")] = {"median_ms": round(statistics.median(xs), 1) if xs else None,
@@ -274,8 +392,9 @@ def cpu_seconds(pid: int) -> float:
 
 
 def phase(root: Path, sessions: int, moves: int, think: tuple[float, float], seed: int, max_load: float,
-          load_wait: float) -> dict:
-    """A fresh server, ``sessions`` browsers moving at once; the figures of their moves."""
+          load_wait: float, mode: str = "move", names: tuple[str, ...] = ()) -> tuple[dict, list[dict]]:
+    """A fresh server, ``sessions`` browsers moving (or paging) at once; the figures of their moves, and
+    what each page showed at the end."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -292,7 +411,8 @@ def phase(root: Path, sessions: int, moves: int, think: tuple[float, float], see
         load_start = wait_for_quiet(max_load, load_wait)
         ctx = mp.get_context("fork")
         ready, q = ctx.Barrier(sessions + 1), ctx.Queue()
-        procs = [ctx.Process(target=session, args=(url, i, moves, think, seed, ready, q)) for i in range(sessions)]
+        procs = [ctx.Process(target=session, args=(url, i, moves, think, seed, ready, q, mode, names))
+                 for i in range(sessions)]
         for p in procs:
             p.start()
         ready.wait(timeout=900)  # every page loaded and offset: the measured moves start now
@@ -305,38 +425,56 @@ def phase(root: Path, sessions: int, moves: int, think: tuple[float, float], see
         server.terminate()
         server.wait(timeout=60)
     moves_all = [m for r in results for m in r["moves"]]
-    return {"sessions": sessions, "think_s": list(think), **stats(moves_all),
-            "errors": sum(r["errors"] for r in results), "timeouts": sum(r["timeouts"] for r in results),
-            "alerts": sum(r["alerts"] for r in results), "page_errors": [e for r in results for e in r["page_errors"]],
-            "server_cpu_s": round(cpu, 1), "browsers_cpu_s": round(sum(r["browser_cpu_s"] for r in results), 1),
-            "machine_busy": round((busy1[0] - busy0[0]) / (busy1[1] - busy0[1]), 2), "wall_s": round(wall, 1),
-            "load1_start": load_start, "load1_end": load1()}
+    return ({"sessions": sessions, "mode": mode, "think_s": list(think), **stats(moves_all),
+             "errors": sum(r["errors"] for r in results), "timeouts": sum(r["timeouts"] for r in results),
+             "alerts": sum(r["alerts"] for r in results), "page_errors": [e for r in results for e in r["page_errors"]],
+             "server_cpu_s": round(cpu, 1), "browsers_cpu_s": round(sum(r["browser_cpu_s"] for r in results), 1),
+             "machine_busy": round((busy1[0] - busy0[0]) / (busy1[1] - busy0[1]), 2), "wall_s": round(wall, 1),
+             "load1_start": load_start, "load1_end": load1()},
+            [(r["index"], r["last"]) for r in results])
 
 
 def main() -> None:
+    from lab import knobs
+    from lab.config import load
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--run", default="runs/sample")
+    ap.add_argument("--run", default="runs/sample", help="the run whose signals and texts are resampled")
     ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--dir", default=None, help="build the big run here, or reuse it (default: a temporary directory)")
     ap.add_argument("--moves", type=int, default=30, help="moves of the one session; each of N sessions makes half")
+    ap.add_argument("--pages", type=int, default=20, help="'next' clicks of the one session in the viewer phases")
     ap.add_argument("--sessions", type=int, default=8)
     ap.add_argument("--think", default="1,3", help="think time between moves, seconds: uniform in LO,HI")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-load", type=float, default=0.7, help="start a phase when the 1-minute load is below this")
     ap.add_argument("--load-wait", type=float, default=600, help="wait at most this long (s) for that")
-    ap.add_argument("--phases", default="one_think,one_nothink,many_think,many_nothink")
+    ap.add_argument("--phases", default="one_think,one_nothink,many_think,many_nothink,pages_one,pages_many")
     ap.add_argument("--out", default="bench/out/dashboard_latency.json")
     args = ap.parse_args()
     think = tuple(float(x) for x in args.think.split(","))
-    plan = {"one_think": (1, args.moves, think), "one_nothink": (1, args.moves, (0.0, 0.0)),
-            "many_think": (args.sessions, args.moves // 2, think),
-            "many_nothink": (args.sessions, args.moves // 2, (0.0, 0.0))}
-    res = {"rows": args.rows, "cpus": os.cpu_count(), "slider": SLIDER, "max_load": args.max_load, "phases": {}}
+    plan = {"one_think": (1, args.moves, think, "move"), "one_nothink": (1, args.moves, (0.0, 0.0), "move"),
+            "many_think": (args.sessions, args.moves // 2, think, "move"),
+            "many_nothink": (args.sessions, args.moves // 2, (0.0, 0.0), "move"),
+            "pages_one": (1, args.pages, think, "pages"), "pages_many": (args.sessions, args.pages // 2, think, "pages")}
+    res = {"rows": args.rows, "cpus": os.cpu_count(), "slider": SLIDER, "max_load": args.max_load, "phases": {},
+           "checked": {}}
     with tempfile.TemporaryDirectory() as tmp:
-        root = build_run(Path(args.run), Path(tmp) / "big", args.rows)
+        root = build_run(Path(args.run), Path(args.dir or Path(tmp) / "big"), args.rows)
+        base = load(root / "config.yaml")
+        names = tuple(f"histogram {k.name}" for k in knobs.knobs(base, {})  # the open card's histograms
+                      if k.stage == "gopher_quality" and k.signal)
+        res["histograms"] = list(names)
+        lasts = {}
         for name in args.phases.split(","):
-            n, moves, th = plan[name]
-            res["phases"][name] = phase(root, n, moves, th, args.seed, args.max_load, args.load_wait)
+            n, moves, th, mode = plan[name]
+            res["phases"][name], lasts[name] = phase(root, n, moves, th, args.seed, args.max_load, args.load_wait,
+                                                     mode, names)
             print(name, json.dumps(res["phases"][name]), flush=True)
+        for name, last in lasts.items():  # after every fork: the final pages against lab.query
+            n, moves, th, mode = plan[name]
+            res["checked"][name] = [check_last(root, mode, i, moves, names, x) for i, x in last if x]
+            print(name, "checked", all(c["ok"] for c in res["checked"][name]), flush=True)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(res, indent=1))
     print(json.dumps(res, indent=1))

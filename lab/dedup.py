@@ -344,18 +344,8 @@ def keep_one_per_cluster(doc_ids: np.ndarray, nodes: np.ndarray, rank: np.ndarra
     Jaccard >= ``threshold``; in each connected group the document with the highest ``rank``, then
     the lowest doc_id, is kept and every other one is dropped.
     """
-    if doc_ids.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    ids, node_of = np.unique(nodes, return_inverse=True)
-    m = (jaccard >= threshold - EPS) & np.isin(u, ids) & np.isin(v, ids)
-    a, b = np.searchsorted(ids, u[m]), np.searchsorted(ids, v[m])
-    n = ids.size
-    _, label = connected_components(coo_matrix((np.ones(a.size), (a, b)), shape=(n, n)), directed=False)
-    comp = label[node_of]
-    order = np.lexsort((doc_ids, -rank.astype(np.float64), comp))
-    first = np.ones(order.size, dtype=bool)
-    first[1:] = comp[order][1:] != comp[order][:-1]
-    return np.sort(doc_ids[order[~first]])
+    keepers = cluster_keepers(doc_ids, nodes, rank, u, v, jaccard, threshold)
+    return np.sort(doc_ids[keepers != doc_ids])
 
 
 def cluster_keepers(doc_ids: np.ndarray, nodes: np.ndarray, rank: np.ndarray, u: np.ndarray, v: np.ndarray,

@@ -141,7 +141,12 @@ class KnobControl:
                 v = min(max(value, self.slider.start), self.slider.end)
                 self.slider.value = v
             if self.span is not None:
-                self.span.location = float(value)
+                loc = float(value)
+                if self.span.location == loc:
+                    # the browser may still draw an earlier release's cutoff (its drag echoed back and
+                    # then overwritten): send the value again
+                    self.span.location = None
+                self.span.location = loc
             for w in (self.slider, self.box):
                 if w is not None:
                     w.disabled = not enabled
