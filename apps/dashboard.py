@@ -53,8 +53,18 @@ class Dashboard:
         if self.link_error:
             self.funnel.report(self.link_error)
         self.sel.param.watch(self._to_url, ["moved"])
+        # the tabs behind the Funnel follow the selection when opened, not on every slider release
+        self.followers = [self.labels, self.dedup, self.planner, self.export]
+        for tab in self.followers:
+            tab.shown.is_shown = lambda v=tab.view: self.tabs.objects[self.tabs.active] is v
+        self.tabs.param.watch(self._opened, "active")
         self.view = pn.Column(pn.pane.HTML(f"<h2 style='margin:4px 0'>corpus-lab · <code>{self.sel.run_dir}</code></h2>"),
                               self.tabs, sizing_mode="stretch_width", stylesheets=[CSS])
+
+    def _opened(self, event) -> None:
+        for tab in self.followers:
+            if self.tabs.objects[event.new] is tab.view:
+                tab.shown.opened()
 
     def _open_cluster(self, cluster_id: int) -> None:
         self.tabs.active = self.tabs.objects.index(self.dedup.view)

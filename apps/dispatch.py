@@ -100,3 +100,28 @@ def done(compute: Callable[[], Any]) -> Future:
     except Exception as e:  # noqa: BLE001 - handed to the caller through the future
         fut.set_exception(e)
     return fut
+
+
+class WhenShown:
+    """Work a tab needs only while it is shown: done now when it is, else once, when it is opened.
+
+    A hidden tab does not recompute on every slider release (its answer would be stale before anyone
+    reads it); the latest pending refresh runs when the user opens it. ``is_shown`` is set by the page
+    that holds the tab (outside one, a tab counts as shown).
+    """
+
+    def __init__(self) -> None:
+        self.is_shown: Callable[[], bool] = lambda: True
+        self.pending: Callable[[], None] | None = None
+
+    def run(self, fn: Callable[[], None]) -> None:
+        if self.is_shown():
+            self.pending = None
+            fn()
+        else:
+            self.pending = fn
+
+    def opened(self) -> None:
+        fn, self.pending = self.pending, None
+        if fn is not None:
+            fn()

@@ -185,6 +185,10 @@ class Selection(param.Parameterized):
     def histogram(self, signal: str, *, config: Config | None = None, bins: int = 40) -> pl.DataFrame:
         return query.histogram(self.run, self.config if config is None else config, signal, bins=bins)
 
+    def histograms(self, signals: list[str], *, config: Config | None = None) -> dict[str, pl.DataFrame]:
+        """Several signals' histograms, one query per stage (the open card's)."""
+        return query.histograms(self.run, self.config if config is None else config, signals)
+
     def export_yaml(self, config: Config | None = None) -> str:
         """The chosen thresholds as the config file ``corpus-lab run --config`` reads, under a new run name
         (a batch run never lands on the explored run)."""
@@ -257,8 +261,16 @@ class Viewer:
         total = query.document_count(self.sel.run, cfg, **self._args())
         self.page = min(max(self.page, 0), self.pages(total) - 1)
         page = query.documents(self.sel.run, cfg, **self._args(), seed=self.seed,
-                               offset=self.page * self.page_size, limit=self.page_size)
+                               offset=self.page * self.page_size, limit=self.page_size, with_text=False)
+        if page.height:  # the first document opens with the page; the others' texts when opened
+            page = self.with_text(page, [page["doc_id"][0]])
         return page, total
+
+    def with_text(self, page: pl.DataFrame, doc_ids: list[int]) -> pl.DataFrame:
+        """``page`` with the texts of ``doc_ids`` filled in (read from the run's docs/)."""
+        texts = query.document_texts(self.sel.run, doc_ids)
+        filled = [texts.get(d, t) for d, t in zip(page["doc_id"].to_list(), page["text"].to_list())]
+        return page.with_columns(pl.Series("text", filled, dtype=pl.Utf8))
 
     def filters(self, config: Config | None = None) -> dict[str, list]:
         a = self._args()

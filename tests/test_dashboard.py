@@ -256,3 +256,22 @@ def test_labels_tab_serves_past_a_corrupt_label_file(run_dir, tmp_path):
     # one click on the stage: the viewer is asked for the labelled-good documents it drops
     tab.table.selection = [list(tab.table.value["stage"]).index("gopher_quality")]
     assert opened and opened[0][0] == [drops[1]]
+
+
+def test_hidden_tabs_follow_the_selection_when_opened(run_dir):
+    # a slider release recomputes the Funnel tab only; a tab behind it catches up once, when opened
+    from apps.dashboard import Dashboard
+
+    d = Dashboard(run_dir)
+    planner_text = d.planner.out.object
+    d.sel.set("c4.enabled", False)
+    d.sel.set("gopher_quality.min_words", 80)
+    assert d.planner.out.object == planner_text  # not recomputed while hidden
+    assert d.planner.shown.pending is not None and d.dedup.shown.pending is not None
+    d.tabs.active = d.tabs.objects.index(d.planner.view)
+    assert d.planner.shown.pending is None and d.dedup.shown.pending is not None
+    assert d.planner.out.object != planner_text  # the plan of the current selection
+    d.sel.set("c4.enabled", True)  # shown: follows at once
+    assert d.planner.shown.pending is None
+    d.tabs.active = d.tabs.objects.index(d.export.view)
+    assert "min_words" in d.export.changes.object

@@ -455,6 +455,38 @@ def test_histogram_unthresholded_or_disabled_is_all_passed_and_after_dedup_uses_
     assert hp["dropped_docs"].sum() == fp["pii"]["docs_dropped"] > 0
 
 
+def test_histograms_of_a_card_equal_each_histogram_and_the_parquet_run(run, cfg, synthetic_run_dir):
+    # one query per stage for all of its signals; in memory each row's bin is stored once and reused:
+    # every histogram equals the one computed alone over the Parquet files (bins searched per row)
+    parquet = query.open_run(synthetic_run_dir)
+    signals = list(dict.fromkeys(k.signal for k in knobs(cfg, {}) if k.signal))
+    assert len(signals) >= 15
+    moves = [cfg, build(Config, {"stages": {"gopher_quality": {"enabled": False, "min_words": 80}}}),
+             build(Config, {"stages": {"near_dedup": {"threshold": 0.6}, "c4": {"min_sentences": 4}}})]
+    for config in moves:
+        many = query.histograms(run, config, [*signals, signals[0]])  # a repeat is asked once
+        assert list(many) == signals
+        for s in signals:
+            alone = query.histogram(parquet, config, s)
+            assert many[s].equals(alone), s
+            assert query.histogram(run, config, s).equals(alone), s
+    with pytest.raises(ConfigError, match="not a numeric signal"):
+        query.histograms(run, cfg, ["gq_words", "source"])
+
+
+def test_a_page_without_texts_and_the_texts_read_one_by_one(run, cfg):
+    full = query.documents(run, cfg, view="dropped", limit=20)
+    bare = query.documents(run, cfg, view="dropped", limit=20, with_text=False)
+    assert bare["text"].null_count() == bare.height == 20
+    assert bare.drop("text").equals(full.drop("text"))  # the same page, the same details
+    ids = full["doc_id"].to_list()
+    texts = query.document_texts(run, [ids[3], ids[0], ids[3], 12345])  # an unknown id: left out
+    assert texts == {ids[0]: full["text"][0], ids[3]: full["text"][3]}
+    assert query.document_texts(run, []) == {}
+    with pytest.raises(ConfigError, match="doc_ids"):
+        query.document_texts(run, "12")
+
+
 def test_bin_edges():
     e = distribution.edges_for(0, 100_000, 5, 4000, integer=True, bins=40)  # word counts: log, integer
     assert e[0] == 0 and e[-1] == 100_001 and e == sorted(set(e)) and len(e) <= 41

@@ -16,7 +16,7 @@ import pandas as pd
 import panel as pn
 
 from apps import format as fmt
-from apps.dispatch import DETAILS, Dispatch
+from apps.dispatch import DETAILS, Dispatch, WhenShown
 from apps.store import GRID, Clusters, Selection
 from lab import query
 from lab.errors import LabError
@@ -60,6 +60,7 @@ def compare_html(c: dict, members) -> str:
 class DedupTab:
     def __init__(self, sel: Selection, dispatch: Dispatch) -> None:
         self.sel, self.dispatch = sel, dispatch
+        self.shown = WhenShown()  # hidden: follows the selection when opened
         self.model = Clusters(sel)
         self.following = True  # the threshold follows the funnel's until the user picks another here
         self.threshold = pn.widgets.Select(label="near-duplicate threshold (Jaccard)", options=list(GRID),
@@ -95,7 +96,7 @@ class DedupTab:
         self.table.param.watch(self._opened, "selection")
         for w in (self.left, self.right):
             w.param.watch(self._pair, "value")
-        sel.param.watch(self._selection_changed, ["moved"])
+        sel.param.watch(lambda e: self.shown.run(self._selection_changed), ["moved"])
         self.view = pn.Column(pn.Row(self.threshold, self.sort, self.order, self.prev, self.next, self.count),
                               pn.Row(self.survivors, self.note), self.table, pn.pane.HTML("<h3 style='margin:4px 0'>Members</h3>"),
                               self.members, pn.Row(self.left, self.right), self.diff, self.curve,

@@ -9,6 +9,7 @@ import io
 import panel as pn
 
 from apps import format as fmt
+from apps.dispatch import WhenShown
 from apps.store import Selection
 
 
@@ -25,12 +26,13 @@ def changes_html(changes: list) -> str:
 class ExportTab:
     def __init__(self, sel: Selection) -> None:
         self.sel = sel
+        self.shown = WhenShown()  # hidden: follows the selection when opened
         self.changes = pn.pane.HTML(name="changes", sizing_mode="stretch_width")
         self.text = pn.pane.Markdown(name="config", sizing_mode="stretch_width")
         self.download = pn.widgets.FileDownload(callback=lambda: io.StringIO(self.sel.export_yaml()),
                                                 filename="corpus-lab-config.yaml", label="Download config",
                                                 color="primary", width=200)
-        sel.param.watch(lambda e: self.show(), ["moved"])
+        sel.param.watch(lambda e: self.shown.run(self.show), ["moved"])
         self.view = pn.Column(self.download, self.changes, self.text, name="Export", sizing_mode="stretch_width")
         self.show()
 

@@ -15,7 +15,7 @@ import panel as pn
 import polars as pl
 
 from apps import format as fmt
-from apps.dispatch import Dispatch
+from apps.dispatch import DETAILS, Dispatch
 from apps.store import UNITS, FunnelView, Selection
 from apps.views.knobs import KnobPanel
 from apps.views.viewer import DocumentViewer
@@ -139,7 +139,8 @@ class FunnelTab:
         self.refresh()
 
     def refresh(self, *, numbers_only: bool = False) -> None:
-        """The numbers of the current selection (one message), then the histograms and documents."""
+        """The numbers of the current selection (one message), the open histograms beside them; then what
+        the last change newly drops and keeps, and the documents."""
         sel = self.sel
         cfg, split, names = sel.config, sel.split, list(sel.changed)
         before = sel.previous_config
@@ -147,12 +148,11 @@ class FunnelTab:
 
         def compute():
             view = sel.view(split, config=cfg)
-            change = sel.change(before=before, after=cfg) if first and names else None
-            return view, table_frame(view.funnel, split), change, sel.diff()
+            return view, table_frame(view.funnel, split), sel.diff()
 
         def show(fut: Future) -> None:
             try:
-                view, frame, change, diff = fut.result()
+                view, frame, diff = fut.result()
             except LabError as e:
                 self.report(str(e))
                 return
@@ -161,13 +161,21 @@ class FunnelTab:
             self.retention.object = kept_line(view)
             self.source.data = view.curve
             self.diff.object = diff_line(diff)
-            if first:
-                self.change.object = _change_text(change, names)
-                self.knobs.show_change(change, names)
+
+        def show_change(fut: Future) -> None:
+            try:
+                change = fut.result()
+            except LabError as e:
+                self.report(str(e))
+                return
+            self.change.object = _change_text(change, names)
+            self.knobs.show_change(change, names)
 
         self.dispatch.submit("funnel", compute, show)
-        if first:  # each on its own query thread, beside the funnel; the documents wait for the numbers
+        if first:  # the histograms beside the funnel; the change and the documents after the numbers
             self.knobs.refresh_histograms()
+            self.dispatch.submit("change", lambda: sel.change(before=before, after=cfg) if names else None,
+                                 show_change, pool=DETAILS)
             self.viewer.refresh()
 
 

@@ -15,6 +15,7 @@ from concurrent.futures import Future
 from typing import Any, Callable
 
 import panel as pn
+import polars as pl
 
 from apps import format as fmt
 from apps.dispatch import Dispatch
@@ -129,8 +130,9 @@ class KnobControl:
         if not self.syncing:
             self.set_value(self.knob.name, value)
 
-    def show(self, value: Any, *, enabled: bool = True) -> None:
-        """Show the selection's ``value`` (after a move, a reset or a restored link) without moving it again."""
+    def show(self, value: Any, *, enabled: bool = True, moved: bool = False) -> None:
+        """Show the selection's ``value`` (after a move, a reset or a restored link) without moving it again;
+        ``moved``: this knob just moved (its cutoff is sent again)."""
         self.syncing = True
         try:
             if self.widget is not None:
@@ -142,7 +144,7 @@ class KnobControl:
                 self.slider.value = v
             if self.span is not None:
                 loc = float(value)
-                if self.span.location == loc:
+                if moved and self.span.location == loc:
                     # the browser may still draw an earlier release's cutoff (its drag echoed back and
                     # then overwritten): send the value again
                     self.span.location = None
@@ -204,7 +206,7 @@ class KnobPanel:
         values = lab_knobs.values(self.sel.config)
         for name, c in self.controls.items():
             enabled = values.get(f"{c.knob.stage}.enabled", True) or c.knob.key == "enabled"
-            c.show(values[name], enabled=enabled)
+            c.show(values[name], enabled=enabled, moved=name in self.sel.changed)
         for stage, card in self.cards.items():
             on = values.get(f"{stage}.enabled", True)
             card.header_background = "" if on else "#e6e6e6"
@@ -215,24 +217,29 @@ class KnobPanel:
         return [s for s, card in self.cards.items() if not card.collapsed]
 
     def refresh_histograms(self, stages: list[str] | None = None) -> None:
-        """Recompute the histograms of the open cards (or of ``stages``), off the loop: one query per signal
-        (a minimum and a maximum on the same signal share it)."""
+        """Recompute the histograms of the open cards (or of ``stages``), off the loop: one query per card
+        (its signals binned over one evaluation of the rules; a minimum and a maximum share a signal)."""
         cfg, unit, log = self.sel.config, self.sel.unit, self.log_y.value
         wanted = set(stages or self.open_stages())
-        by_signal: dict[str, list[KnobControl]] = {}
+        by_stage: dict[str, dict[str, list[KnobControl]]] = {}
         for c in self.controls.values():
             if c.knob.stage in wanted and c.hist is not None:
-                by_signal.setdefault(c.knob.signal, []).append(c)
-        for sig, controls in by_signal.items():
-            self.dispatch.submit(f"hist:{sig}", lambda sig=sig: self.sel.histogram(sig, config=cfg),
-                                 lambda fut, cs=controls: [self._show_histogram(c, fut, unit, log) for c in cs])
+                by_stage.setdefault(c.knob.stage, {}).setdefault(c.knob.signal, []).append(c)
+        for stage, by_signal in by_stage.items():
+            self.dispatch.submit(f"hist:{stage}", lambda sigs=list(by_signal): self.sel.histograms(sigs, config=cfg),
+                                 lambda fut, b=by_signal: self._show_histograms(b, fut, unit, log))
 
-    def _show_histogram(self, c: KnobControl, fut: Future, unit: str, log: bool) -> None:
+    def _show_histograms(self, by_signal: dict[str, list[KnobControl]], fut: Future, unit: str, log: bool) -> None:
         try:
-            h = fut.result()
+            hs = fut.result()
         except LabError as e:
             self.report(str(e))
             return
+        for sig, controls in by_signal.items():
+            for c in controls:
+                self._show_histogram(c, hs[sig], unit, log)
+
+    def _show_histogram(self, c: KnobControl, h: pl.DataFrame, unit: str, log: bool) -> None:
         h = h.filter(h["bin_lo"].is_not_null())
         passed, dropped = h[f"passed_{unit}"].to_list(), h[f"dropped_{unit}"].to_list()
         floor = 0.5 if log else 0  # a log axis has no 0

@@ -17,7 +17,7 @@ import pandas as pd
 import panel as pn
 
 from apps import format as fmt
-from apps.dispatch import DETAILS, Dispatch
+from apps.dispatch import DETAILS, Dispatch, WhenShown
 from apps.store import Selection
 from lab import query
 from lab.errors import LabError
@@ -36,6 +36,7 @@ def precision_frame(p) -> pd.DataFrame:
 class LabelsTab:
     def __init__(self, sel: Selection, dispatch: Dispatch, show_docs: Callable[[list[int], str], None]) -> None:
         self.sel, self.dispatch, self.show_docs = sel, dispatch, show_docs
+        self.shown = WhenShown()  # hidden: follows the selection and new labels when opened
         self.problems = pn.pane.Alert(visible=False, alert_type="warning", sizing_mode="stretch_width")
         self.summary = pn.pane.HTML("", sizing_mode="stretch_width")
         self.table = pn.widgets.Tabulator(precision_frame(_empty()), disabled=True, show_index=False, selectable=1,
@@ -44,7 +45,7 @@ class LabelsTab:
         self.download = pn.widgets.FileDownload(callback=self._export, filename="labels.parquet",
                                                 label="Download the labels (Parquet)", color="primary", width=260)
         self.table.param.watch(self._opened, "selection")
-        sel.param.watch(lambda e: self.refresh(), ["moved", "labels_changed"])
+        sel.param.watch(lambda e: self.shown.run(self.refresh), ["moved", "labels_changed"])
         self.view = pn.Column(
             pn.pane.HTML("<p>Precision of a filter = the share of its labelled drops that are labelled <b>bad</b> "
                          "(it was right to drop them). Click a stage to read the documents it drops that were "

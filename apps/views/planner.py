@@ -10,7 +10,7 @@ from concurrent.futures import Future
 import panel as pn
 
 from apps import format as fmt
-from apps.dispatch import DETAILS, Dispatch
+from apps.dispatch import DETAILS, Dispatch, WhenShown
 from apps.store import Planner, Selection
 from lab.errors import LabError
 
@@ -37,6 +37,7 @@ def differs_html(a: dict) -> str:
 class PlannerTab:
     def __init__(self, sel: Selection, dispatch: Dispatch) -> None:
         self.sel, self.dispatch = sel, dispatch
+        self.shown = WhenShown()  # hidden: follows the selection when opened
         self.model = Planner(sel)
         m = self.model
         self.target = pn.widgets.FloatInput(label="token target", value=m.token_target, start=1, width=260)
@@ -51,7 +52,7 @@ class PlannerTab:
         self.chart = pn.pane.Matplotlib(dpi=72, height=280, tight=True)
         for w in (self.target, self.days, self.gpus, self.deadline, self.disk):
             w.param.watch(lambda e: self.refresh(), "value")
-        sel.param.watch(lambda e: self.refresh(), ["moved"])
+        sel.param.watch(lambda e: self.shown.run(self.refresh), ["moved"])
         self.view = pn.Row(pn.Column(self.target, self.days, self.gpus, self.deadline, self.disk, width=290),
                            pn.Column(self.differs, self.out, self.chart, sizing_mode="stretch_width"),
                            name="Planner", sizing_mode="stretch_width")

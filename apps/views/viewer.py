@@ -189,8 +189,27 @@ class DocumentViewer:
         self.dispatch.submit("documents", compute, show, pool=DETAILS)
 
     def _opened(self, event) -> None:
-        if event.new and self.page is not None and event.new[0] < self.page.height:
-            self._show_doc(self.page.row(event.new[0], named=True))
+        if not event.new or self.page is None or event.new[0] >= self.page.height:
+            return
+        i, page = event.new[0], self.page
+        if page["text"][i] is not None:
+            self._show_doc(page.row(i, named=True))
+            return
+
+        def compute():
+            return self.model.with_text(page, [page["doc_id"][i]])
+
+        def show(fut: Future) -> None:
+            try:
+                filled = fut.result()
+            except LabError as e:
+                self.report(str(e))
+                return
+            if self.page is page:  # still the page shown
+                self.page = filled
+                self._show_doc(filled.row(i, named=True))
+
+        self.dispatch.submit("text", compute, show, pool=DETAILS)
 
     def _show_doc(self, d: dict) -> None:
         self.current = d

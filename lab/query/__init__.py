@@ -68,6 +68,7 @@ class Run:
     lock: threading.Lock = field(default_factory=threading.Lock)
     edges: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (u, v, jaccard) of the candidate pairs
     near_memo: OrderedDict = field(default_factory=OrderedDict)  # rules -> near-dedup drops
+    binned: dict = field(default_factory=dict)  # in memory: (signal, bin edges) -> column of each row's bin
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         return self.con.cursor()

@@ -78,7 +78,7 @@ from lab.query import (
 from lab.rules import Rule
 from lab.stages import STAGE_NAMES
 
-__all__ = ["PAGE_MAX", "VIEWS", "document_count", "document_filters", "documents"]
+__all__ = ["PAGE_MAX", "VIEWS", "document_count", "document_filters", "document_texts", "documents"]
 
 VIEWS = ("dropped", "kept", "newly_dropped", "newly_kept")
 PAGE_MAX = 1000  # documents per page at most (a page carries full texts)
@@ -464,8 +464,8 @@ def _near_keepers(r: Run, cur: duckdb.DuckDBPyConnection, rules: list[Rule], k: 
     return dict(zip(doc_ids.tolist(), keepers.tolist()))
 
 
-def _details(a: _Ask, cur: duckdb.DuckDBPyConnection, page: pl.DataFrame) -> pl.DataFrame:
-    """The page's rows in full (see ``documents``), in the page's order."""
+def _details(a: _Ask, cur: duckdb.DuckDBPyConnection, page: pl.DataFrame, with_text: bool = True) -> pl.DataFrame:
+    """The page's rows in full (see ``documents``), in the page's order (texts null unless ``with_text``)."""
     r, rules = a.r, a.rules
     if page.height == 0:
         return pl.DataFrame(schema=_SCHEMA)
@@ -473,8 +473,9 @@ def _details(a: _Ask, cur: duckdb.DuckDBPyConnection, page: pl.DataFrame) -> pl.
     where = f"doc_id IN ({ids})"
     if SAMPLE_RANK in page.columns:  # rows are stored in sample order: the rank range skips the others
         where += f" AND {SAMPLE_RANK} BETWEEN {int(page[SAMPLE_RANK].min())} AND {int(page[SAMPLE_RANK].max())}"
+    text = "text" if with_text else "NULL::VARCHAR AS text"  # each text costs a row group's decompression
     rows = cur.sql(f"SELECT s.*, d.locator, d.url, d.text FROM (SELECT * FROM signals WHERE {where}) s "
-                   f"LEFT JOIN (SELECT doc_id, locator, url, text FROM docs WHERE doc_id IN ({ids})) d USING (doc_id)").pl()
+                   f"LEFT JOIN (SELECT doc_id, locator, url, {text} FROM docs WHERE doc_id IN ({ids})) d USING (doc_id)").pl()
     by_id = {row["doc_id"]: row for row in rows.iter_rows(named=True)}
     rule_of = {x.drop_reason: x for x in rules}
     sig_cols = [c for c in rows.columns if not c.startswith("_") and c not in ("locator", "url", "text")]
@@ -550,7 +551,7 @@ def _remembered(a: _Ask, by: str | None) -> dict[tuple[Any, str | None], int] | 
 def documents(run: str | Path | Run, config: Config, *, view: str = "dropped", stage: str | None = None,
               previous: Config | None = None, reason: str | None = None, source: str | None = None,
               lang: str | None = None, doc_ids: Sequence[int] | None = None, seed: int = 0, offset: int = 0,
-              limit: int = 20) -> pl.DataFrame:
+              limit: int = 20, with_text: bool = True) -> pl.DataFrame:
     """One page of a view's documents in a seeded random order, each with its text and why it is dropped.
 
     ``view``: one of ``VIEWS`` (``newly_*`` need ``previous``, the config before the change);
@@ -564,6 +565,9 @@ def documents(run: str | Path | Run, config: Config, *, view: str = "dropped", s
     signals (JSON of every signal column, integers exact), cluster_id (near_dedup drops: the cluster
     on the precomputed grid at the config's threshold) and kept_doc_id (exact / near dedup drops: the
     member the stage keeps in their place; it passes that stage, a later stage may still drop it).
+    ``with_text=False``: text left null (a viewer showing one document at a time reads each text with
+    ``document_texts``: a text costs the decompression of its row group, ~10 ms in a run of ~10 KB
+    documents, and a page's documents lie in as many row groups as there are documents).
     """
     _page_args(seed, offset, limit)
     a = _ask(run, config, view, stage, previous, reason, source, lang, doc_ids)
@@ -580,7 +584,19 @@ def documents(run: str | Path | Run, config: Config, *, view: str = "dropped", s
         # a window holds the first rows in sample order: its page is the page if it is full
         if not windowed or page.height == limit:
             break
-    return _details(a, cur, page)
+    return _details(a, cur, page, with_text)
+
+
+def document_texts(run: str | Path | Run, doc_ids: Sequence[int]) -> dict[int, str]:
+    """doc_id -> text (as stored in ``docs/``, verbatim) of the given documents that exist."""
+    if isinstance(doc_ids, (str, bytes)) or not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool)
+                                                     for d in doc_ids):
+        raise ConfigError(f"doc_ids={doc_ids!r:.80} is not allowed: must be a list of integer doc ids")
+    if not doc_ids:
+        return {}
+    r = open_run(run)
+    ids = ", ".join(str(int(d)) for d in dict.fromkeys(doc_ids))
+    return dict(r.cursor().execute(f"SELECT doc_id, text FROM docs WHERE doc_id IN ({ids})").fetchall())
 
 
 def document_count(run: str | Path | Run, config: Config, *, view: str = "dropped", stage: str | None = None,
