@@ -15,14 +15,14 @@ from pathlib import Path
 
 import panel as pn
 
-from apps.dispatch import Dispatch
+from apps.dispatch import Dispatch, WhenShown
 from apps.store import Selection
 from apps.views.dedup import DedupTab
 from apps.views.export import ExportTab
 from apps.views.funnel import FunnelTab
 from apps.views.labels import LabelsTab
 from apps.views.planner import PlannerTab
-from apps.views.tokens import tokens_tab
+from apps.views.tokens import TokensTab
 from lab import query
 from lab.errors import LabError
 
@@ -43,23 +43,27 @@ class Dashboard:
             except LabError as e:
                 self.link_error = f"The link's state could not be restored: {e}"
         dispatch = Dispatch()
-        self.dedup = DedupTab(self.sel, dispatch)
+        self.tabs = None
+        self.dedup = DedupTab(self.sel, dispatch, self._when_shown("Dedup clusters"))
         self.funnel = FunnelTab(self.sel, dispatch, open_cluster=self._open_cluster)
-        self.labels = LabelsTab(self.sel, dispatch, self._show_docs)
-        self.planner = PlannerTab(self.sel, dispatch)
-        self.export = ExportTab(self.sel)
-        self.tabs = pn.Tabs(self.funnel.view, self.labels.view, self.dedup.view, tokens_tab(self.sel.run_dir, dispatch),
+        self.labels = LabelsTab(self.sel, dispatch, self._show_docs, self._when_shown("Labels"))
+        self.planner = PlannerTab(self.sel, dispatch, self._when_shown("Planner"))
+        self.export = ExportTab(self.sel, self._when_shown("Export"))
+        self.tokens = TokensTab(self.sel.run_dir, dispatch, self._when_shown("Fertility & packing"))
+        self.tabs = pn.Tabs(self.funnel.view, self.labels.view, self.dedup.view, self.tokens.view,
                             self.planner.view, self.export.view, dynamic=True, sizing_mode="stretch_width")
         if self.link_error:
             self.funnel.report(self.link_error)
         self.sel.param.watch(self._to_url, ["moved"])
-        # the tabs behind the Funnel follow the selection when opened, not on every slider release
-        self.followers = [self.labels, self.dedup, self.planner, self.export]
-        for tab in self.followers:
-            tab.shown.is_shown = lambda v=tab.view: self.tabs.objects[self.tabs.active] is v
+        # the tabs behind the Funnel compute when opened, not on every slider release
+        self.followers = [self.labels, self.dedup, self.tokens, self.planner, self.export]
         self.tabs.param.watch(self._opened, "active")
         self.view = pn.Column(pn.pane.HTML(f"<h2 style='margin:4px 0'>corpus-lab · <code>{self.sel.run_dir}</code></h2>"),
                               self.tabs, sizing_mode="stretch_width", stylesheets=[CSS])
+
+    def _when_shown(self, name: str) -> WhenShown:
+        """A tab's work, done only while the tab named ``name`` is the one shown."""
+        return WhenShown(lambda: self.tabs is not None and self.tabs.objects[self.tabs.active].name == name)
 
     def _opened(self, event) -> None:
         for tab in self.followers:

@@ -81,6 +81,9 @@ class Dispatch:
             return _SKIPPED if gen != self.generation[kind] else compute()
 
         def ready(fut: Future) -> None:
+            ctx = self.doc.session_context
+            if ctx is None or ctx.destroyed:  # the page was closed (or never connected): no one to show
+                return
             if gen == self.generation[kind]:  # the one thread-safe way into a Bokeh document
                 self.doc.add_next_tick_callback(partial(self._show, kind, gen, fut, show))
 
@@ -110,8 +113,8 @@ class WhenShown:
     that holds the tab (outside one, a tab counts as shown).
     """
 
-    def __init__(self) -> None:
-        self.is_shown: Callable[[], bool] = lambda: True
+    def __init__(self, is_shown: Callable[[], bool] | None = None) -> None:
+        self.is_shown: Callable[[], bool] = is_shown or (lambda: True)
         self.pending: Callable[[], None] | None = None
 
     def run(self, fn: Callable[[], None]) -> None:

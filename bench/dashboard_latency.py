@@ -57,6 +57,7 @@ CHUNK = 200_000
 SLIDER = "gopher_quality.min_alpha_words_ratio"  # dense around its default: most steps move documents
 OFFSET = "gopher_quality.min_words"  # moved i+1 steps by session i first: sessions never share a config
 TIMEOUT_MS = 30_000
+SERVER_LOG = "bench/out/dashboard_server.log"
 
 # In the page: the press time (a key or a mouse button), the arrival time of every websocket message,
 # and waits that check on every message (just after it is applied) and on a 25 ms timer.
@@ -398,8 +399,9 @@ def phase(root: Path, sessions: int, moves: int, think: tuple[float, float], see
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    log = open(SERVER_LOG, "a")  # the server's own messages (errors in a session's callbacks), all phases
     server = subprocess.Popen([sys.executable, "-m", "lab.cli", "serve", str(root), "--port", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/"
     try:
         for _ in range(600):
@@ -424,6 +426,7 @@ def phase(root: Path, sessions: int, moves: int, think: tuple[float, float], see
     finally:
         server.terminate()
         server.wait(timeout=60)
+        log.close()
     moves_all = [m for r in results for m in r["moves"]]
     return ({"sessions": sessions, "mode": mode, "think_s": list(think), **stats(moves_all),
              "errors": sum(r["errors"] for r in results), "timeouts": sum(r["timeouts"] for r in results),

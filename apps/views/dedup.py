@@ -58,9 +58,9 @@ def compare_html(c: dict, members) -> str:
 
 
 class DedupTab:
-    def __init__(self, sel: Selection, dispatch: Dispatch) -> None:
+    def __init__(self, sel: Selection, dispatch: Dispatch, shown: WhenShown | None = None) -> None:
         self.sel, self.dispatch = sel, dispatch
-        self.shown = WhenShown()  # hidden: follows the selection when opened
+        self.shown = shown or WhenShown()  # hidden: follows the selection when opened
         self.model = Clusters(sel)
         self.following = True  # the threshold follows the funnel's until the user picks another here
         self.threshold = pn.widgets.Select(label="near-duplicate threshold (Jaccard)", options=list(GRID),
@@ -101,7 +101,7 @@ class DedupTab:
                               pn.Row(self.survivors, self.note), self.table, pn.pane.HTML("<h3 style='margin:4px 0'>Members</h3>"),
                               self.members, pn.Row(self.left, self.right), self.diff, self.curve,
                               name="Dedup clusters", sizing_mode="stretch_width")
-        self.refresh()
+        self.shown.run(self.refresh)
 
     def _selection_changed(self, _=None) -> None:
         if self.following and self.threshold.value != self.model.at:

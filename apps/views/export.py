@@ -24,9 +24,9 @@ def changes_html(changes: list) -> str:
 
 
 class ExportTab:
-    def __init__(self, sel: Selection) -> None:
+    def __init__(self, sel: Selection, shown: WhenShown | None = None) -> None:
         self.sel = sel
-        self.shown = WhenShown()  # hidden: follows the selection when opened
+        self.shown = shown or WhenShown()  # hidden: follows the selection when opened
         self.changes = pn.pane.HTML(name="changes", sizing_mode="stretch_width")
         self.text = pn.pane.Markdown(name="config", sizing_mode="stretch_width")
         self.download = pn.widgets.FileDownload(callback=lambda: io.StringIO(self.sel.export_yaml()),
@@ -34,7 +34,7 @@ class ExportTab:
                                                 color="primary", width=200)
         sel.param.watch(lambda e: self.shown.run(self.show), ["moved"])
         self.view = pn.Column(self.download, self.changes, self.text, name="Export", sizing_mode="stretch_width")
-        self.show()
+        self.shown.run(self.show)
 
     def show(self) -> None:
         name = self.sel.run_name()

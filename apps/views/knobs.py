@@ -114,13 +114,28 @@ class KnobControl:
             self.box.param.watch(lambda e: e.new is not None and self._moved(e.new), "value")
             row = [w for w in (self.slider, self.box) if w is not None]
             parts = [self.label, pn.Row(*row, margin=0)]
-            if k.signal:
-                self.hist, self.source, self.span = _histogram_figure(k)
-                if self.slider is not None:  # the cutoff follows the handle in the browser, before the release
-                    self.slider.jscallback(value="span.location = cb_obj.value", args={"span": self.span})
-                parts += [pn.pane.Bokeh(self.hist, margin=(0, 5)), self.note]
+            if k.signal:  # the histogram is drawn when its card is first opened (see with_histogram)
+                self.hist_place = pn.Column(margin=0)
+                parts += [self.hist_place, self.note]
         self.view = pn.Column(*parts, margin=(2, 0, 8, 0), width=360,
                               css_classes=["knob", "knob-" + k.name.replace(".", "-")])
+
+    def with_histogram(self, log: bool, value: Any) -> bool:
+        """Draw this knob's histogram (once; a closed card's knobs have none: ~30 figures would cost each
+        new page seconds of the server's time); True when it has one."""
+        if not self.knob.signal:
+            return False
+        if self.hist is None:
+            self.hist, self.source, self.span = _histogram_figure(self.knob)
+            self.span.location = float(value)  # the selection's cutoff, which may differ from the run's
+            if log:
+                from bokeh.models import LogScale
+
+                self.hist.y_scale = LogScale()
+            if self.slider is not None:  # the cutoff follows the handle in the browser, before the release
+                self.slider.jscallback(value="span.location = cb_obj.value", args={"span": self.span})
+            self.hist_place.append(pn.pane.Bokeh(self.hist, margin=(0, 5)))
+        return True
 
     @property
     def name(self) -> str:
@@ -176,7 +191,7 @@ class KnobPanel:
             reset.on_click(lambda _, s=stage: self._reset(s))
             card = pn.Card(reset, *(c.view for c in by_stage[stage]), title=stage, collapsed=stage not in OPEN_STAGES,
                            width=380, margin=(4, 0), name=f"card {stage}")
-            card.param.watch(lambda e, s=stage: None if e.new else self.refresh_histograms([s]), "collapsed")
+            card.param.watch(lambda e, s=stage: None if e.new else self._opened(s), "collapsed")
             self.cards[stage] = card
         self.log_y.param.watch(lambda e: self._log_scale(e.new), "value")
         self.view = pn.Column(self.log_y, *self.cards.values(), width=400, scroll=True, height=820,
@@ -189,6 +204,9 @@ class KnobPanel:
         except LabError as e:
             self.report(str(e))
             self.sync()  # the refused value goes back to the applied one
+
+    def _opened(self, stage: str) -> None:
+        self.refresh_histograms([stage])  # drawn now if never opened before
 
     def _reset(self, stage: str) -> None:
         self.sel.reset(stage)
@@ -221,9 +239,10 @@ class KnobPanel:
         (its signals binned over one evaluation of the rules; a minimum and a maximum share a signal)."""
         cfg, unit, log = self.sel.config, self.sel.unit, self.log_y.value
         wanted = set(stages or self.open_stages())
+        values = lab_knobs.values(cfg)
         by_stage: dict[str, dict[str, list[KnobControl]]] = {}
         for c in self.controls.values():
-            if c.knob.stage in wanted and c.hist is not None:
+            if c.knob.stage in wanted and c.with_histogram(log, values[c.name]):
                 by_stage.setdefault(c.knob.stage, {}).setdefault(c.knob.signal, []).append(c)
         for stage, by_signal in by_stage.items():
             self.dispatch.submit(f"hist:{stage}", lambda sigs=list(by_signal): self.sel.histograms(sigs, config=cfg),

@@ -34,9 +34,10 @@ def precision_frame(p) -> pd.DataFrame:
 
 
 class LabelsTab:
-    def __init__(self, sel: Selection, dispatch: Dispatch, show_docs: Callable[[list[int], str], None]) -> None:
+    def __init__(self, sel: Selection, dispatch: Dispatch, show_docs: Callable[[list[int], str], None],
+                 shown: WhenShown | None = None) -> None:
         self.sel, self.dispatch, self.show_docs = sel, dispatch, show_docs
-        self.shown = WhenShown()  # hidden: follows the selection and new labels when opened
+        self.shown = shown or WhenShown()  # hidden: follows the selection and new labels when opened
         self.problems = pn.pane.Alert(visible=False, alert_type="warning", sizing_mode="stretch_width")
         self.summary = pn.pane.HTML("", sizing_mode="stretch_width")
         self.table = pn.widgets.Tabulator(precision_frame(_empty()), disabled=True, show_index=False, selectable=1,
@@ -52,7 +53,7 @@ class LabelsTab:
                          "labelled <b>good</b>. The <code>kept</code> row: the share of labelled kept documents "
                          "labelled good.</p>"),
             self.summary, self.problems, self.table, self.download, name="Labels", sizing_mode="stretch_width")
-        self.refresh()
+        self.shown.run(self.refresh)
 
     def _export(self):
         return _parquet_bytes(query.labels(self.sel.run))

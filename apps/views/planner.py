@@ -35,9 +35,9 @@ def differs_html(a: dict) -> str:
 
 
 class PlannerTab:
-    def __init__(self, sel: Selection, dispatch: Dispatch) -> None:
+    def __init__(self, sel: Selection, dispatch: Dispatch, shown: WhenShown | None = None) -> None:
         self.sel, self.dispatch = sel, dispatch
-        self.shown = WhenShown()  # hidden: follows the selection when opened
+        self.shown = shown or WhenShown()  # hidden: follows the selection when opened
         self.model = Planner(sel)
         m = self.model
         self.target = pn.widgets.FloatInput(label="token target", value=m.token_target, start=1, width=260)
@@ -56,7 +56,7 @@ class PlannerTab:
         self.view = pn.Row(pn.Column(self.target, self.days, self.gpus, self.deadline, self.disk, width=290),
                            pn.Column(self.differs, self.out, self.chart, sizing_mode="stretch_width"),
                            name="Planner", sizing_mode="stretch_width")
-        self.refresh()
+        self.shown.run(self.refresh)
 
     def refresh(self) -> None:
         m = self.model

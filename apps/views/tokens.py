@@ -8,7 +8,7 @@ from pathlib import Path
 
 import panel as pn
 
-from apps.dispatch import DETAILS, Dispatch
+from apps.dispatch import DETAILS, Dispatch, WhenShown
 from lab import query
 from lab.errors import LabError
 
@@ -50,36 +50,45 @@ def _fertility_figure(run):
     return fig
 
 
-def tokens_tab(run_dir: Path, dispatch: Dispatch) -> pn.viewable.Viewable:
-    figures = pn.Row(sizing_mode="stretch_width")
-    tables = pn.Column(sizing_mode="stretch_width")
+class TokensTab:
+    """Computed once, when first opened (it reads every text of the run: seconds at 1M documents)."""
 
-    def compute():
-        out = []
-        for fig in (_fertility_figure, _packing_figure):
-            try:
-                out.append(("figure", fig(run_dir)))
-            except LabError as e:
-                out.append(("note", str(e)))
-        for title, fn in TABLES:
-            try:
-                out.append((title, fn(run_dir).to_pandas()))
-            except LabError as e:
-                out.append((title, str(e)))
-        return out
+    def __init__(self, run_dir: Path, dispatch: Dispatch, shown: WhenShown | None = None) -> None:
+        self.run_dir, self.dispatch = run_dir, dispatch
+        self.figures = pn.Row(sizing_mode="stretch_width")
+        self.tables = pn.Column(sizing_mode="stretch_width")
+        self.view = pn.Column(self.figures, self.tables, name="Fertility & packing", sizing_mode="stretch_width")
+        self.shown = shown or WhenShown()
+        self.shown.run(self.load)
 
-    def show(fut: Future) -> None:
-        for kind, x in fut.result():
-            if kind == "figure":
-                figures.append(pn.pane.Matplotlib(x, dpi=72, height=240, tight=True))
-            elif kind == "note":
-                figures.append(pn.pane.Alert(x, alert_type="info"))
-            elif isinstance(x, str):
-                tables.extend([pn.pane.Markdown(f"### {kind}"), pn.pane.Alert(x, alert_type="info")])
-            else:
-                tables.extend([pn.pane.Markdown(f"### {kind}"),
-                               pn.widgets.Tabulator(x, disabled=True, show_index=False, height=220,
-                                                    sizing_mode="stretch_width", layout="fit_data_table")])
+    def load(self) -> None:
+        run_dir, figures, tables = self.run_dir, self.figures, self.tables
 
-    dispatch.submit("tokens", compute, show, pool=DETAILS)
-    return pn.Column(figures, tables, name="Fertility & packing", sizing_mode="stretch_width")
+        def compute():
+            out = []
+            for fig in (_fertility_figure, _packing_figure):
+                try:
+                    out.append(("figure", fig(run_dir)))
+                except LabError as e:
+                    out.append(("note", str(e)))
+            for title, fn in TABLES:
+                try:
+                    out.append((title, fn(run_dir).to_pandas()))
+                except LabError as e:
+                    out.append((title, str(e)))
+            return out
+
+        def show(fut: Future) -> None:
+            for kind, x in fut.result():
+                if kind == "figure":
+                    figures.append(pn.pane.Matplotlib(x, dpi=72, height=240, tight=True))
+                elif kind == "note":
+                    figures.append(pn.pane.Alert(x, alert_type="info"))
+                elif isinstance(x, str):
+                    tables.extend([pn.pane.Markdown(f"### {kind}"), pn.pane.Alert(x, alert_type="info")])
+                else:
+                    tables.extend([pn.pane.Markdown(f"### {kind}"),
+                                   pn.widgets.Tabulator(x, disabled=True, show_index=False, height=220,
+                                                        sizing_mode="stretch_width", layout="fit_data_table")])
+
+        self.dispatch.submit("tokens", compute, show, pool=DETAILS)

@@ -69,6 +69,7 @@ class Run:
     edges: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (u, v, jaccard) of the candidate pairs
     near_memo: OrderedDict = field(default_factory=OrderedDict)  # rules -> near-dedup drops
     binned: dict = field(default_factory=dict)  # in memory: (signal, bin edges) -> column of each row's bin
+    constant: dict = field(default_factory=dict)  # answers that depend on the run only (fertility), by question
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         return self.con.cursor()
@@ -1035,6 +1036,15 @@ def fertility(run: str | Path | Run, by: str = "lang", config: Config | None = N
         raise ConfigError(f"fertility by={by!r} is not allowed: must be one of {', '.join(GROUP_BY)}")
     r = open_run(run)
     token_counts(r)  # a clear error when the run has none
+    if config is None:  # reads every text: remembered per opened run (sessions of a dashboard share it)
+        key = ("fertility", by)
+        if key not in r.constant:
+            r.constant[key] = _fertility(r, by, None)
+        return r.constant[key]
+    return _fertility(r, by, config)
+
+
+def _fertility(r: Run, by: str, config: Config | None) -> pl.DataFrame:
     cur = r.cursor()
     tok = f"read_parquet({_q(str(r.layout.tokenized_dir / 'part-*.parquet'))})"
     keep = ""
