@@ -177,12 +177,12 @@ def jitter(t: pa.Table, rng: np.random.Generator) -> pa.Table:
     return t
 
 
-def build_run(src: Path, root: Path, rows: int, seed: int = 0) -> Path:
+def build_run(src: Path, root: Path, rows: int, seed: int = 0, texts: int | None = None) -> Path:
     """A run directory of ``rows`` documents resampled from the run ``src`` (kept when it exists).
 
-    Signals jittered, token counts, the text of EVERY document (the viewer pages through a seeded random
-    order of all of them), and near-duplicate edges (chains of 2-6 nodes over 3% of the contents) with
-    their clusters, as bench/query_browse.py builds them.
+    Signals jittered, token counts, the text of every document (``texts``: of the first that many
+    only; the viewer pages through a seeded random order of all of them), and near-duplicate edges
+    (chains of 2-6 nodes over 3% of the contents) with their clusters. bench/query_browse.py uses it too.
     """
     if (root / "config.yaml").exists():
         return root
@@ -211,8 +211,10 @@ def build_run(src: Path, root: Path, rows: int, seed: int = 0) -> Path:
         write_parquet(pa.table({"doc_id": ids, "n_tokens": pa.array([ntok.get(x) for x in src_ids], pa.int64()),
                                 "words": pa.array([0] * n, pa.int64()), "continued_words": pa.array([0] * n, pa.int64())}),
                       lay.tokenized(f"{i:05d}"))
-        d = {"doc_id": ids.tolist(), "source": t.column("source").to_pylist(), "locator": list(range(start, start + n)),
-             "url": [""] * n, "record_id": [""] * n, "text": [text_of[x] for x in src_ids]}
+        k = n if texts is None else max(0, min(n, texts - start))
+        d = {"doc_id": ids[:k].tolist(), "source": t.column("source").to_pylist()[:k],
+             "locator": list(range(start, start + k)), "url": [""] * k, "record_id": [""] * k,
+             "text": [text_of[x] for x in src_ids[:k]]}
         write_parquet(pa.table(d, schema=DOCS_SCHEMA), lay.part("docs", f"{i:05d}"))
         all_ids.append(ids)
         all_hashes.append(hashes)

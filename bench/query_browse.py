@@ -21,99 +21,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import time
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
-
-from lab import dedup, query
+from dashboard_latency import build_run  # the same 1M-document run (bench/ is on the path when run)
+from lab import query
 from lab.config import Config, build
-from lab.io.run import RunLayout
-from lab.io.schema import DOCS_SCHEMA, REJECTS_SCHEMA
-from lab.io.writers import write_parquet
 from lab.knobs import knobs
 
-CHUNK = 200_000
-
-
-FLAGS = {"doc_id", "content_hash", "malformed_utf8", "c4_lorem_ipsum", "c4_curly_brace", "bytes"}
-
-
-def jitter(t: pa.Table, rng: np.random.Generator) -> pa.Table:
-    """Every numeric signal (but ids, hashes and 0/1 flags) times a lognormal factor (sigma 0.15):
-    a small sample resampled a million times has few distinct values, and a threshold move between
-    two of them would move no document."""
-    for i, f in enumerate(t.schema):
-        if f.name in FLAGS or not (pa.types.is_integer(f.type) or pa.types.is_floating(f.type)):
-            continue
-        x = t.column(i).to_numpy(zero_copy_only=False).astype(np.float64)
-        y = x * rng.lognormal(0.0, 0.15, x.size)
-        if "ratio" in f.name or "frac" in f.name or f.name == "lang_score":
-            y = np.clip(y, 0.0, 1.0)
-        arr = pa.array(np.round(y) if pa.types.is_integer(f.type) else y, from_pandas=True).cast(f.type)
-        t = t.set_column(i, f.name, arr)
-    return t
-
-
-def build_run(src: Path, root: Path, rows: int, seed: int = 0) -> Path:
-    lay, s = RunLayout(root), RunLayout(src)
-    lay.make()
-    sig = pa.concat_tables(pq.read_table(p) for p in sorted(s.signals.glob("part-*.parquet")))
-    tok = pa.concat_tables(pq.read_table(p) for p in sorted(s.tokenized_dir.glob("part-*.parquet")))
-    ntok = dict(zip(tok.column("doc_id").to_pylist(), tok.column("n_tokens").to_pylist()))
-    docs = pa.concat_tables(pq.read_table(p) for p in sorted(s.docs.glob("part-*.parquet")))
-    text_of = dict(zip(docs.column("doc_id").to_pylist(), docs.column("text").to_pylist()))
-    rng = np.random.default_rng(seed)
-    lay.tokenized_dir.mkdir(parents=True, exist_ok=True)
-    all_ids, all_hashes = [], []
-    for i, start in enumerate(range(0, rows, CHUNK)):
-        n = min(CHUNK, rows - start)
-        t = jitter(sig.take(rng.integers(0, sig.num_rows, n)), rng)
-        src_ids = t.column("doc_id").to_pylist()
-        ids = (np.arange(start, start + n, dtype=np.int64) * 2654435761) % (2**62)
-        uniq = rng.integers(0, 2**62, n)
-        hashes = np.where(rng.random(n) < 0.15, uniq[rng.integers(0, max(n // 20, 1), n)], uniq)
-        t = t.set_column(t.schema.get_field_index("doc_id"), "doc_id", pa.array(ids))
-        t = t.set_column(t.schema.get_field_index("content_hash"), "content_hash", pa.array(hashes))
-        write_parquet(t, lay.part("signals", f"{i:05d}"))
-        write_parquet(pa.table({"doc_id": ids, "n_tokens": pa.array([ntok.get(x) for x in src_ids], pa.int64()),
-                                "words": pa.array([0] * n, pa.int64()), "continued_words": pa.array([0] * n, pa.int64())}),
-                      lay.tokenized(f"{i:05d}"))
-        k = max(0, min(n, 20_000 - start))
-        d = {"doc_id": ids[:k].tolist(), "source": t.column("source").to_pylist()[:k], "locator": list(range(k)),
-             "url": [""] * k, "record_id": [""] * k, "text": [text_of[x] for x in src_ids[:k]]}
-        write_parquet(pa.table(d, schema=DOCS_SCHEMA), lay.part("docs", f"{i:05d}"))
-        all_ids.append(ids)
-        all_hashes.append(hashes)
-    write_parquet(REJECTS_SCHEMA.empty_table(), lay.part("rejects", "00000"))
-    # near-duplicate edges: chains over 3% of the distinct contents
-    ids, hashes = np.concatenate(all_ids), np.concatenate(all_hashes)
-    nodes, first = np.unique(hashes, return_index=True)
-    pick = rng.permutation(nodes.size)[: int(0.03 * nodes.size)]
-    u, v = [], []
-    pos = 0
-    while pos < pick.size - 1:
-        size = int(rng.integers(2, 7))
-        chain = pick[pos:pos + size]
-        u += chain[:-1].tolist()
-        v += chain[1:].tolist()
-        pos += size
-    u, v = np.array(u), np.array(v)
-    jac = rng.integers(56, 113, u.size) / 112
-    e = pa.table({"u": nodes[u], "v": nodes[v], "u_doc": ids[first[u]], "v_doc": ids[first[v]],
-                  "matches": pa.array((jac * 112).astype(np.int16)), "jaccard_est": jac,
-                  "jaccard_exact": pa.nulls(u.size, pa.float64()), "jaccard": jac}, schema=dedup.EDGE_SCHEMA)
-    write_parquet(e, lay.edges(0))
-    forest = dedup.spanning_forest(dedup.Forest(nodes[u], nodes[v], ids[first[u]], ids[first[v]], jac))
-    dedup.write_clusters(root, forest)
-    for f in ("config.yaml", "manifest.json"):
-        shutil.copy(src / f, root / f)
-    shutil.copy(s.merged_stats, lay.merged_stats)
-    return root
+TEXTS = 20_000  # documents with a text: the viewer's pages near the start of the sample order
 
 
 CPU: list[float] = []  # process CPU ms of every timed call (DuckDB's threads included), beside the wall time
@@ -142,7 +59,7 @@ def main() -> None:
     a = ap.parse_args()
     if not (a.dir / "config.yaml").exists():
         t = time.perf_counter()
-        build_run(a.src, a.dir, a.rows)
+        build_run(a.src, a.dir, a.rows, texts=TEXTS)
         print(f"built {a.rows} rows in {time.perf_counter() - t:.1f}s")
     print(f"load average at start: {os.getloadavg()[0]:.2f} (2 cores)")
     t = time.perf_counter()
