@@ -474,6 +474,30 @@ def test_histograms_of_a_card_equal_each_histogram_and_the_parquet_run(run, cfg,
         query.histograms(run, cfg, ["gq_words", "source"])
 
 
+def test_histograms_after_threshold_moves_are_incremental_and_exact(synthetic_run_dir, cfg, monkeypatch):
+    # in memory a threshold move is answered from the last answer plus the rows between the two
+    # thresholds: a random walk of moves over every stage's knobs equals the Parquet answers
+    mem = query.open_run(synthetic_run_dir, in_memory=True, refresh=True)
+    parquet = query.open_run(synthetic_run_dir)
+    ks = [k for k in knobs(cfg, query.signal_ranges(parquet)) if k.signal and k.kind in ("integer", "number")
+          and k.stage in ("language", "gopher_quality", "gopher_repetition", "c4", "fineweb")]
+    srcs = []
+    aggregate = distribution._aggregate
+    monkeypatch.setattr(distribution, "_aggregate", lambda cur, src, *a: srcs.append(src) or aggregate(cur, src, *a))
+    rng = random.Random(7)
+    config = cfg
+    for _ in range(14):
+        k = rng.choice(ks)
+        value = k.lo + rng.random() * (k.hi - k.lo)
+        config = apply(config, {k.name: round(value) if k.kind == "integer" else value})
+        card = list(dict.fromkeys(x.signal for x in ks if x.stage == k.stage))
+        got = query.histograms(mem, config, card)
+        for sig in card:
+            assert got[sig].equals(query.histogram(parquet, config, sig)), (k.name, sig)
+    # the moved rows only, under the old and the new rules: two queries with a condition per answer
+    assert sum("FROM _hist_moved" in x for x in srcs) >= 10
+
+
 def test_a_page_without_texts_and_the_texts_read_one_by_one(run, cfg):
     full = query.documents(run, cfg, view="dropped", limit=20)
     bare = query.documents(run, cfg, view="dropped", limit=20, with_text=False)

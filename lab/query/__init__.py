@@ -70,6 +70,7 @@ class Run:
     near_memo: OrderedDict = field(default_factory=OrderedDict)  # rules -> near-dedup drops
     binned: dict = field(default_factory=dict)  # in memory: (signal, bin edges) -> column of each row's bin
     constant: dict = field(default_factory=dict)  # answers that depend on the run only (fertility), by question
+    hist_memo: OrderedDict = field(default_factory=OrderedDict)  # recent histograms' raw counts (in memory)
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         return self.con.cursor()

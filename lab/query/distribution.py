@@ -49,7 +49,7 @@ import pyarrow.compute as pc
 from lab.config import Config
 from lab.errors import ConfigError
 from lab.io.schema import numeric_signals, signals_schema
-from lab.query import Run, _failure_in, _ident, _rules, _with_near, codes_sql, open_run
+from lab.query import INCREMENTAL_SHARE, Run, _arrow, _changed, _failure_in, _ident, _rules, _with_near, codes_sql, open_run
 from lab.query.browse import changes
 from lab.rules import Rule
 from lab.stages import STAGE_NAMES
@@ -271,55 +271,116 @@ def _bin_column(r: Run, signal: str, edges: list[float]) -> str | None:
     return name
 
 
+HIST_MEMO = 16  # per in-memory run: the raw counts of the latest histogram queries, for incremental answers
+
+
 def _histograms(r: Run, rules: list[Rule], stage: str | None, edges_of: dict[str, list[float]], *,
                 binned: bool = False) -> dict[str, pl.DataFrame]:
     """The histograms of the signals ``edges_of`` names (their bin edges given), all thresholded by
     ``stage`` (None: no enabled rule; all passed), in one query: the documents reaching the stage and
     whether it drops them are computed once, then each signal is binned and counted. ``binned``: the
-    edges are the signals' default axes (in memory, each row's bin is then stored once and reused)."""
+    edges are the signals' default axes (in memory, each row's bin is then stored once and reused).
+
+    In memory, when every rule up to the stage is per-document, the answer to a config that differs
+    from a remembered one only in thresholds is incremental and exact, as the funnel's is: outside
+    the rows whose signal lies between an old and a new threshold no row's outcome differs, so the
+    new counts are the old ones minus those rows' counts under the old rules plus under the new."""
     tok = "n_tokens" in r.columns
     cur = r.cursor()
     signals = list(edges_of)
     bin_cols = {s: _bin_column(r, s, edges_of[s]) if binned else None for s in signals}
+    bins = {s: _ident(bin_cols[s]) if bin_cols[s] else _bin_sql(_ident(s), edges_of[s]) for s in signals}
     sig_cols = ", ".join(map(_ident, [*signals, *(c for c in bin_cols.values() if c)]))
     if stage is None:
         src = f"SELECT {sig_cols}, bytes{', n_tokens' if tok else ''}, FALSE AS _dropped" + "".join(
             f", FALSE AS _mine{i}" for i in range(len(signals))) + " FROM signals"
-    else:
-        codes = [i for i, x in enumerate(rules) if x.stage == stage]
-        first, last = min(codes), max(codes)
+        return _frames(_aggregate(cur, src, signals, bins, tok), signals, edges_of, tok)
+    codes = [i for i, x in enumerate(rules) if x.stage == stage]
+    first, last = min(codes), max(codes)
+    if not all(x.per_document for x in rules[:last + 1]):
+        mines = "".join(f", ({_fails_mine(r, rules, first, last, s)}) AS _mine{i}" for i, s in enumerate(signals))
+        extra = [*signals, *(c for c in bin_cols.values() if c), *(["n_tokens"] if tok else [])]
+        coded = _with_near(r, cur, rules, codes_sql(rules, extra=extra, run=r))
+        src = (f"SELECT {sig_cols}, bytes{', n_tokens' if tok else ''}, code BETWEEN {first} AND {last} AS _dropped"
+               f"{mines} FROM ({coded}) WHERE code IS NULL OR code >= {first}")
+        return _frames(_aggregate(cur, src, signals, bins, tok), signals, edges_of, tok)
+    # per-document rules up to the stage: reaching it and being dropped are conditions on one row
+    cols = ", ".join(map(_ident, dict.fromkeys([*signals, *(c for c in bin_cols.values() if c), "bytes",
+                                                *(["n_tokens"] if tok else [])])))
 
-        def fails_mine(signal: str) -> str:
-            mine = [x for x in rules[first:last + 1] if x.signal == signal and x.op in _THRESHOLD_OPS]
-            return " OR ".join(f for f in (_failure_in(x, r) for x in mine) if f is not None) or "FALSE"
+    def src_of(prefix: list[Rule], table: str = "signals") -> str:
+        before = " OR ".join(f for f in (_failure_in(x, r) for x in prefix[:first]) if f is not None) or "FALSE"
+        here = " OR ".join(f for f in (_failure_in(x, r) for x in prefix[first:]) if f is not None) or "FALSE"
+        mines = "".join(f", ({_fails_mine(r, prefix, first, last, s)}) AS _mine{i}" for i, s in enumerate(signals))
+        return f"SELECT {cols}, ({here}) AS _dropped{mines} FROM {table} WHERE NOT ({before})"
 
-        mines = "".join(f", ({fails_mine(s)}) AS _mine{i}" for i, s in enumerate(signals))
-        if all(x.per_document for x in rules[:last + 1]):
-            # per-document rules up to the stage: reaching it and being dropped are conditions on one row
-            before = " OR ".join(f for f in (_failure_in(x, r) for x in rules[:first]) if f is not None) or "FALSE"
-            here = " OR ".join(f for f in (_failure_in(x, r) for x in rules[first:last + 1]) if f is not None) or "FALSE"
-            cols = ", ".join(map(_ident, dict.fromkeys([*signals, *(c for c in bin_cols.values() if c), "bytes",
-                                                        *(["n_tokens"] if tok else [])])))
-            src = f"SELECT {cols}, ({here}) AS _dropped{mines} FROM signals WHERE NOT ({before})"
-        else:
-            extra = [*signals, *(c for c in bin_cols.values() if c), *(["n_tokens"] if tok else [])]
-            coded = _with_near(r, cur, rules, codes_sql(rules, extra=extra, run=r))
-            src = (f"SELECT {sig_cols}, bytes{', n_tokens' if tok else ''}, code BETWEEN {first} AND {last} AS _dropped"
-                   f"{mines} FROM ({coded}) WHERE code IS NULL OR code >= {first}")
-    # per signal one row per (bin, dropped, dropped by another rule): plain aggregates (measured cheaper
-    # than one FILTER aggregate per column); the stage's evaluation shared through one materialized scan
-    binned = ", ".join(f"{_ident(bin_cols[s]) if bin_cols[s] else _bin_sql(_ident(s), edges_of[s])} AS _b{i}, "
-                       f"_dropped AND NOT _mine{i} AS _o{i}" for i, s in enumerate(signals))
+    prefix = rules[:last + 1]
+    key = (stage, tuple(signals), tuple(bins.values()))
+    raw = None
+    if r.memo is not None:
+        with r.lock:
+            known = [(old, counts) for (k, old), counts in reversed(r.hist_memo.items()) if k == key]
+        for old, counts in known[:4]:
+            if len(old) != len(prefix):
+                continue
+            conds = [_changed(a, b) for a, b in zip(old, prefix)]
+            if any(c is None for c in conds):
+                continue
+            moved = " OR ".join(c for c in conds if c != "FALSE") or "FALSE"
+            n, m = cur.execute(f"SELECT count(*), count(*) FILTER ({moved}) FROM signals").fetchall()[0]
+            if m > INCREMENTAL_SHARE * n:
+                continue
+            # the moved rows read once (a scattered read costs per column, not per row), counted twice
+            need = [c for c in dict.fromkeys([*signals, *(c for c in bin_cols.values() if c), "bytes",
+                                              *(["n_tokens"] if tok else []), *(x.signal for x in (*old, *prefix))])
+                    if c in r.columns or c in bin_cols.values()]
+            cur.register("_hist_moved", _arrow(cur.sql(f"SELECT {', '.join(map(_ident, need))} FROM signals WHERE {moved}")))
+            raw = {k: list(v) for k, v in counts.items()}
+            for sign, rs in ((-1, list(old)), (1, prefix)):
+                for k, v in _aggregate(cur, src_of(rs, "_hist_moved"), signals, bins, tok).items():
+                    acc = raw.setdefault(k, [0, 0, 0])
+                    for j in range(3):
+                        acc[j] += sign * v[j]
+            cur.unregister("_hist_moved")
+            raw = {k: v for k, v in raw.items() if v[0]}
+            break
+    if raw is None:
+        raw = _aggregate(cur, src_of(prefix), signals, bins, tok)
+    if r.memo is not None:
+        with r.lock:
+            r.hist_memo[(key, tuple(prefix))] = raw
+            r.hist_memo.move_to_end((key, tuple(prefix)))
+            while len(r.hist_memo) > HIST_MEMO:
+                r.hist_memo.popitem(last=False)
+    return _frames(raw, signals, edges_of, tok)
+
+
+def _fails_mine(r: Run, rules: list[Rule], first: int, last: int, signal: str) -> str:
+    """SQL: the row fails one of the stage's (``rules[first:last+1]``) thresholds on ``signal``."""
+    mine = [x for x in rules[first:last + 1] if x.signal == signal and x.op in _THRESHOLD_OPS]
+    return " OR ".join(f for f in (_failure_in(x, r) for x in mine) if f is not None) or "FALSE"
+
+
+def _aggregate(cur, src: str, signals: list[str], bins: dict[str, str], tok: bool) -> dict:
+    """(signal index, bin, dropped, dropped by another rule) -> [docs, bytes, tokens] over ``src``'s rows:
+    per signal one plain GROUP BY (measured cheaper than one FILTER aggregate per column), the
+    stage's evaluation shared through one materialized scan."""
+    binned = ", ".join(f"{bins[s]} AS _b{i}, _dropped AND NOT _mine{i} AS _o{i}" for i, s in enumerate(signals))
     parts = [f"SELECT {i} AS s, _b{i} AS b, _dropped AS d, _o{i} AS o, count(*), sum(bytes), "
              f"{'sum(n_tokens)' if tok else 'NULL'} FROM _h GROUP BY ALL" for i in range(len(signals))]
     sql = (f"WITH _h AS MATERIALIZED (SELECT bytes{', n_tokens' if tok else ''}, _dropped, {binned} FROM ({src})) "
            + " UNION ALL ".join(parts))
+    return {(i, b, bool(d), bool(o)): [docs, int(nbytes or 0), int(ntok or 0)]
+            for i, b, d, o, docs, nbytes, ntok in cur.execute(sql).fetchall()}
+
+
+def _frames(raw: dict, signals: list[str], edges_of: dict[str, list[float]], tok: bool) -> dict[str, pl.DataFrame]:
     acc = {i: {b: [0] * 7 for b in [*range(max(len(edges_of[s]) - 1, 0)), None]} for i, s in enumerate(signals)}
-    for i, b, d, o, docs, nbytes, ntok in cur.execute(sql).fetchall():
+    for (i, b, d, o), (docs, nbytes, ntok) in raw.items():
         v, k = acc[i][b], 1 if d else 0  # passed docs, dropped docs, bytes x2, tokens x2, other
         v[k] += docs
-        v[2 + k] += int(nbytes or 0)
-        v[4 + k] += int(ntok or 0)
+        v[2 + k] += nbytes
+        v[4 + k] += ntok
         v[6] += docs if o else 0
     out = {}
     for i, s in enumerate(signals):
