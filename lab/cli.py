@@ -18,6 +18,7 @@ from pathlib import Path
 
 from lab.config import Config, EngineConfig, InputConfig, build, dumps, load
 from lab.errors import ConfigError, LabError
+from lab.io.run import RunLayout
 
 
 def sample_config(*, build_it: bool = True) -> Config:
@@ -66,6 +67,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 0
     from lab import engine, query
 
+    args.run_dir = cfg.run_dir  # for the line an interruption prints
     manifest = engine.run(cfg, progress=not args.no_progress, overwrite=args.overwrite)
     t = manifest["totals"]
     lr = manifest["last_run"]
@@ -75,8 +77,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"  near dedup {st['near_dedup']}; tokenizer {st['tokenizer']}; tokenize "
           f"{st['tokenize']['partitions_run']} partitions; materialize {st['materialize']}")
     if t["docs"] == 0:
-        print(f"corpus-lab: warning: no documents were read from the inputs ({t['rejected']} rejected records; "
-              f"see {cfg.run_dir}/rejects/)", file=sys.stderr)
+        print(f"corpus-lab: error: no documents were read from the inputs ({t['rejected']} rejected records); "
+              f"the first reasons (all of them: corpus-lab rejects {cfg.run_dir}):", file=sys.stderr)
+        for row in query.reject_reasons(cfg.run_dir).head(5).iter_rows(named=True):
+            print(f"  {row['records']} x {row['reason']}, e.g. {', '.join(row['examples'])}", file=sys.stderr)
+        return 1
     quarantined = [p for p in manifest["partitions"] if p["status"] == "quarantined"]
     if quarantined:
         from lab.io.run import RunLayout
@@ -115,6 +120,20 @@ def cmd_funnel(args: argparse.Namespace) -> int:
             print(df)
     else:
         _print_funnel(df)
+    return 0
+
+
+def cmd_rejects(args: argparse.Namespace) -> int:
+    from lab import query
+
+    df = query.reject_reasons(_run_dir(args.run), examples=args.examples)
+    if df.height == 0:
+        print("no rejected records")
+        return 0
+    for row in df.iter_rows(named=True):
+        print(f"{row['records']:>10,}  {row['reason']}  ({row['raw_bytes']:,} raw bytes)")
+        for where in row["examples"]:
+            print(f"{'':>12}{where}")
     return 0
 
 
@@ -229,6 +248,11 @@ def parser() -> argparse.ArgumentParser:
     f.add_argument("--by", choices=("lang", "source"), help="one funnel per language or per source")
     f.set_defaults(func=cmd_funnel)
 
+    rj = sub.add_parser("rejects", help="a run's rejected records by reason, with the first locations of each")
+    rj.add_argument("run", help="run directory, e.g. runs/sample")
+    rj.add_argument("--examples", type=int, default=3, help="locations shown per reason (default 3)")
+    rj.set_defaults(func=cmd_rejects)
+
     lb = sub.add_parser("labels", help="each stage's precision by the run's labels (good/bad); export the labels")
     lb.add_argument("run", help="run directory, e.g. runs/sample")
     lb.add_argument("--config", help="thresholds to judge (default: the run's config.yaml)")
@@ -281,6 +305,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.func(args)
+    except KeyboardInterrupt:
+        run_dir = getattr(args, "run_dir", None)
+        done = len(list(RunLayout(run_dir).stats.glob("part-*.json"))) if run_dir else 0
+        where = f"; {done} partitions of {run_dir} complete: rerun the same command to resume" if run_dir else ""
+        print(f"corpus-lab: interrupted{where}", file=sys.stderr)
+        return 130
     except LabError as e:
         print(f"corpus-lab: error: {e}", file=sys.stderr)
         return 2

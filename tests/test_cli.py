@@ -46,12 +46,31 @@ def test_run_then_funnel_with_other_thresholds(tmp_path):
     assert r5.returncode == 2 and "threshold=0.83 is not allowed" in r5.stderr and "0.80, 0.85" in r5.stderr
 
 
-def test_empty_input_warns(tmp_path):
+def test_empty_input_is_an_error(tmp_path):
     (tmp_path / "empty.jsonl").write_text("")
     (tmp_path / "c.yaml").write_text(f"name: e\noutput_dir: {tmp_path}/runs\ninputs: [{{path: {tmp_path}/empty.jsonl}}]\n"
                                      "engine: {n_workers: 1}\n")
     r = cli("run", "--config", str(tmp_path / "c.yaml"), "--no-progress")
-    assert r.returncode == 0 and "no documents were read" in r.stderr
+    assert r.returncode == 1 and "no documents were read" in r.stderr
+
+
+def test_every_record_rejected_is_an_error_with_its_reasons(tmp_path):
+    lines = ['{"text": ["a", "list"]}', '{"text": 7}', '{"id": "no text"}', '{"text": ["b"]}', "not json"]
+    (tmp_path / "bad.jsonl").write_text("\n".join(lines) + "\n")
+    (tmp_path / "c.yaml").write_text(f"name: b\noutput_dir: {tmp_path}/runs\ninputs: [{{path: {tmp_path}/bad.jsonl}}]\n"
+                                     "engine: {n_workers: 1}\n")
+    r = cli("run", "--config", str(tmp_path / "c.yaml"), "--no-progress")
+    assert r.returncode == 1, r.stderr
+    assert "no documents were read from the inputs (5 rejected records)" in r.stderr and "Traceback" not in r.stderr
+    assert "2 x " in r.stderr and "field 'text' is a list, not a string" in r.stderr  # the most frequent first
+    assert f"corpus-lab rejects {tmp_path}/runs/b" in r.stderr
+    r2 = cli("rejects", str(tmp_path / "runs" / "b"), "--examples", "1")
+    assert r2.returncode == 0, r2.stderr
+    out = r2.stdout.splitlines()
+    assert "2  " in out[0] and "is a list, not a string" in out[0] and "bad.jsonl:" in out[1]
+    assert sum(x.strip()[0].isdigit() for x in out) == len(query.reject_reasons(tmp_path / "runs" / "b")) >= 3
+    r3 = cli("rejects", str(tmp_path / "nowhere"))
+    assert r3.returncode == 2 and "is not a run directory" in r3.stderr
 
 
 def test_unwritable_output_is_a_clean_error(tmp_path):
@@ -60,3 +79,31 @@ def test_unwritable_output_is_a_clean_error(tmp_path):
     (tmp_path / "c.yaml").write_text(f"output_dir: {tmp_path}/file/runs\ninputs: [{{path: {tmp_path}/in.jsonl}}]\n")
     r = cli("run", "--config", str(tmp_path / "c.yaml"), "--no-progress")
     assert r.returncode == 2 and "corpus-lab: error" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_ctrl_c_prints_one_line_and_the_rerun_resumes(tmp_path):
+    import signal
+    import time
+
+    docs = [{"id": str(i), "text": sample.english_doc(__import__("random").Random(i))} for i in range(400)]
+    (tmp_path / "in").mkdir()
+    for k in range(6):  # several partitions: an interruption lands between them
+        (tmp_path / "in" / f"{k}.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs[k::6]))
+    (tmp_path / "c.yaml").write_text(f"name: i\noutput_dir: {tmp_path}/runs\ninputs: [{{path: {tmp_path}/in}}]\n"
+                                     "engine: {n_workers: 1}\n")
+    p = subprocess.Popen([sys.executable, "-m", "lab.cli", "run", "--config", str(tmp_path / "c.yaml"), "--no-progress"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stats = tmp_path / "runs" / "i" / "stats"
+    deadline = time.time() + 120
+    while time.time() < deadline and not list(stats.glob("part-*.json")) and p.poll() is None:
+        time.sleep(0.05)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    if p.returncode == 0:  # the run finished before the signal arrived: nothing to check
+        pytest.skip("the run ended before the interruption")
+    assert p.returncode == 130, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    line = next(x for x in err.splitlines() if x.startswith("corpus-lab: interrupted"))
+    assert "rerun the same command to resume" in line and f"of {tmp_path}/runs/i complete" in line
+    r = cli("run", "--config", str(tmp_path / "c.yaml"), "--no-progress")
+    assert r.returncode == 0 and "400 documents" in r.stdout, r.stderr

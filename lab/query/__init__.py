@@ -617,6 +617,21 @@ def reason_counts_by_partition(run: str | Path | Run, config: Config) -> pl.Data
                         schema={"partition": pl.Utf8, "reason": pl.Utf8, "docs": pl.Int64, "bytes": pl.Int64})
 
 
+def reject_reasons(run: str | Path | Run, *, examples: int = 3) -> pl.DataFrame:
+    """The run's rejected records by reason, most first: reason (without the location each record's
+    reason starts with), records, raw_bytes, and the first ``examples`` locations (``source:locator``,
+    in file order) to look at."""
+    if not isinstance(examples, int) or isinstance(examples, bool) or examples < 0:
+        raise ConfigError(f"examples={examples!r} is not allowed: must be an integer >= 0")
+    r = open_run(run)
+    why = "CASE WHEN starts_with(reason, source) AND strpos(reason, ': ') > 0 THEN substr(reason, strpos(reason, ': ') + 2) " \
+          "ELSE reason END"
+    return r.cursor().sql(
+        f"SELECT {why} AS reason, count(*) AS records, sum(raw_bytes)::BIGINT AS raw_bytes, "
+        f"list(source || ':' || locator ORDER BY source, locator)[1:{examples}] AS examples "
+        f"FROM rejects GROUP BY ALL ORDER BY records DESC, reason").pl()
+
+
 def dropped_samples(run: str | Path | Run, config: Config, stage: str, n: int = 10, *, seed: int = 0) -> pl.DataFrame:
     """A deterministic sample of ``n`` documents that ``stage`` drops: reason, the stage's signals, text."""
     if stage not in STAGE_NAMES:
