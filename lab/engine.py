@@ -328,7 +328,9 @@ def _tokenizer_state(cfg: Config, layout: RunLayout, parts: list[Partition]) -> 
     """What the fitted tokenizer depends on: its config and the annotated partitions. Not the
     thresholds: the tokenizer is fitted once, on the documents the config of that run kept, then
     frozen, so moving a threshold reselects and repacks without refitting or recounting."""
+    pack = to_dict(cfg)["pack"]
     return {"tokenizer": to_dict(cfg)["tokenizer"],
+            "split": {"shuffle_seed": pack["shuffle_seed"], "val_fraction": pack["val_fraction"]},  # val never fits it
             "partitions": _dedup_state(cfg, layout, parts, n_buckets(cfg, parts))["partitions"]}
 
 

@@ -276,3 +276,20 @@ def test_incremental_reruns_recompute_only_what_changed(runs, tmp_path):
     assert read_json(RunLayout(root).tokenizer_fit)["state"]["tokenizer"]["vocab_size"] == 2000
 
     assert rerun(tokenizer={"vocab_size": 2000})["last_run"]["steps"]["materialize"] == "reused"
+
+
+def test_the_tokenizer_is_never_fitted_on_validation_documents(runs):
+    import dataclasses
+
+    a, _ = runs
+    run = query.open_run(a.run_dir)
+    reasons = query.drop_reasons(run, a)
+    kept = np.sort(reasons.filter(reasons["reason"].is_null())["doc_id"].to_numpy())
+    order, is_val = materialize.order_and_split(kept, a.pack.shuffle_seed, a.pack.val_fraction)
+    val_texts = set(query.document_texts(run, kept[order[is_val]].tolist()).values())
+    assert len(val_texts) == round(0.1 * kept.size) > 0
+    texts, _ = query.tokenizer_sample(run, a)
+    assert texts and not val_texts & set(texts)  # split first, fit on train only
+    # without a validation split the same sample would have taken some of them
+    unsplit, _ = query.tokenizer_sample(run, dataclasses.replace(a, pack=dataclasses.replace(a.pack, val_fraction=0.0)))
+    assert val_texts & set(unsplit)

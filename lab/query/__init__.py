@@ -1003,7 +1003,7 @@ def pair_jaccard(run: str | Path | Run, doc_a: int, doc_b: int) -> PairJaccard:
 def tokenizer_sample(run: str | Path | Run, config: Config) -> tuple[list[str], pl.DataFrame]:
     """The texts a run's tokenizer is fitted on, and the strata they came from.
 
-    Among the documents ``config`` keeps, each (lang, source) stratum's share of the kept bytes over
+    Among the documents ``config`` keeps for training (the validation split left out), each (lang, source) stratum's share of the kept bytes over
     the whole run decides its share of ``tokenizer.sample_bytes``; inside a stratum documents are
     taken in the order of a seeded hash of their doc_id (md5: stable across DuckDB versions) until
     the quota is reached (the document that crosses it is included). Partitioning plays no part.
@@ -1013,8 +1013,16 @@ def tokenizer_sample(run: str | Path | Run, config: Config) -> tuple[list[str], 
     tc = config.tokenizer
     cur = r.cursor()
     codes = _with_near(r, cur, rules, codes_sql(rules, extra=["lang", "source"], run=r))
+    # the validation documents never train the tokenizer: the split of the kept documents first
+    # (materialize's, from pack.shuffle_seed and pack.val_fraction), then the sample of the rest
+    from lab.materialize import order_and_split
+
+    kept = np.sort(_arrow(cur.sql(f"SELECT doc_id FROM ({codes}) WHERE code IS NULL")).column("doc_id").to_numpy())
+    order, is_val = order_and_split(kept, config.pack.shuffle_seed, config.pack.val_fraction)
+    cur.register("_val", pa.table({"doc_id": pa.array(kept[order[is_val]], pa.int64())}))
     sql = (f"WITH k AS (SELECT doc_id, coalesce(lang, '') AS lang, source, bytes, "
-           f"md5(doc_id::VARCHAR || ':' || {int(tc.seed)}) AS h FROM ({codes}) WHERE code IS NULL), "
+           f"md5(doc_id::VARCHAR || ':' || {int(tc.seed)}) AS h FROM ({codes}) WHERE code IS NULL "
+           f"AND doc_id NOT IN (SELECT doc_id FROM _val)), "
            f"tot AS (SELECT lang, source, sum(bytes) AS stratum_bytes FROM k GROUP BY ALL), "
            f"q AS (SELECT lang, source, stratum_bytes, {int(tc.sample_bytes)} * stratum_bytes / "
            f"(SELECT sum(stratum_bytes) FROM tot) AS quota FROM tot), "
