@@ -113,13 +113,15 @@ def cmd_funnel(args: argparse.Namespace) -> int:
     run_dir = _run_dir(args.run)
     cfg = load(args.config) if args.config else load(run_dir / "config.yaml")
     df = query.funnel(run_dir, cfg, by=args.by)
-    if args.by:
-        import polars as pl
-
-        with pl.Config(tbl_rows=200, tbl_width_chars=160, float_precision=3):
-            print(df)
-    else:
+    if not args.by:
         _print_funnel(df)
+        return 0
+    # one funnel per group, largest first, each with every column of the whole funnel
+    first = df.filter(df["stage"] == df["stage"][0]).sort("docs_in", descending=True)
+    for value in first[args.by].to_list():
+        part = df.filter(df[args.by].is_null() if value is None else df[args.by] == value)
+        print(f"{args.by} = {value if value is not None else '(none)'}: {part['docs_in'][0]:,} documents")
+        _print_funnel(part)
     return 0
 
 
@@ -305,6 +307,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.func(args)
+    except BrokenPipeError:  # the reader went away (| head): stop quietly, as other command-line tools do
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         run_dir = getattr(args, "run_dir", None)
         done = len(list(RunLayout(run_dir).stats.glob("part-*.json"))) if run_dir else 0

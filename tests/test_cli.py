@@ -39,7 +39,8 @@ def test_run_then_funnel_with_other_thresholds(tmp_path):
     line = next(x for x in r2.stdout.splitlines() if "gopher_quality" in x)
     assert " 13 " in line.replace("┆", " ")  # every document is now too short
     r3 = cli("funnel", str(tmp_path / "runs" / "t"), "--by", "lang")
-    assert r3.returncode == 0 and "en" in r3.stdout
+    assert r3.returncode == 0 and "lang = en: " in r3.stdout, r3.stderr
+    assert "shape:" not in r3.stdout and "…" not in r3.stdout and "docs_retention" in r3.stdout  # nothing hidden
     r4 = cli("clusters", str(tmp_path / "runs" / "t"))
     assert r4.returncode == 0 and "1 clusters of 2 documents at Jaccard >= 0.80" in r4.stdout, r4.stderr
     r5 = cli("clusters", str(tmp_path / "runs" / "t"), "--threshold", "0.83")
