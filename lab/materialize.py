@@ -197,7 +197,7 @@ def prepare(cfg: Config, layout: RunLayout) -> Job:
     k = cfg.pack.shard_sequences
     for split, members in (("train", order[~is_val]), ("val", order[is_val])):
         lengths = counts[members] + 1  # + EOD
-        p = pack.plan(lengths, cfg.pack.seq_len, cfg.pack.strategy)
+        p = pack.plan(lengths, cfg.pack.seq_len, cfg.pack.strategy, seed=cfg.pack.shuffle_seed)
         summary[split] = {"documents": int(members.size), **p.stats(lengths)}
         split_ids = doc_ids[members]
         for s, a in enumerate(range(0, p.sequences, k)):

@@ -117,8 +117,13 @@ class Plan:
         }
 
 
-def plan(lengths: np.ndarray, seq_len: int, strategy: str) -> Plan:
-    """Pack documents of ``lengths`` tokens (EOD included) into sequences of ``seq_len`` tokens."""
+def plan(lengths: np.ndarray, seq_len: int, strategy: str, seed: int | None = None) -> Plan:
+    """Pack documents of ``lengths`` tokens (EOD included) into sequences of ``seq_len`` tokens.
+
+    ``seed`` (best_fit): the sequences in a seeded random order instead of the order they were
+    opened in, which is longest piece first: read in order, that order is a length curriculum (the
+    first sequences hold one long document each, the last many short ones). Materialized shards
+    use it (``pack.shuffle_seed``); the statistics do not depend on it."""
     if strategy not in STRATEGIES:
         raise ConfigError(f"packing.strategy={strategy!r} is not allowed: must be one of {', '.join(STRATEGIES)}")
     if isinstance(seq_len, bool) or not isinstance(seq_len, (int, np.integer)) or seq_len < 2:
@@ -136,6 +141,8 @@ def plan(lengths: np.ndarray, seq_len: int, strategy: str) -> Plan:
         order = np.argsort(start - end, kind="stable")  # longest first; pieces come in (doc, start) order
         doc, start, end = doc[order], start[order], end[order]
         seq_of = _best_fit(end - start, seq_len)
+        if seed is not None and len(seq_of):
+            seq_of = np.random.default_rng(int(seed)).permutation(int(seq_of.max()) + 1)[seq_of]
         placed = np.argsort(seq_of, kind="stable")  # by sequence, in placement order within one
         doc, start, end, seq_of = doc[placed], start[placed], end[placed], seq_of[placed]
     n_seq = int(seq_of[-1]) + 1 if len(seq_of) else 0

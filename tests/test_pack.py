@@ -255,3 +255,25 @@ def test_best_fit_plans_200k_documents():
 
 def test_module_doctests():
     assert doctest.testmod(lab.pack).failed == 0
+
+
+def test_best_fit_shards_are_not_a_length_curriculum():
+    # in the order sequences are opened the first hold one long document each and the last many short
+    # ones; with a seed (as materialized) position and length are uncorrelated, the packing the same
+    rng = np.random.default_rng(3)
+    lengths = np.minimum(rng.lognormal(5.5, 1.0, 5000).astype(np.int64) + 1, 6000)
+
+    def first_length_rank_corr(p):
+        first = np.array([p.pieces(s)[0][2] - p.pieces(s)[0][1] for s in range(p.sequences)], dtype=float)
+        pos = np.arange(p.sequences, dtype=float)
+        r = np.argsort(np.argsort(first)).astype(float)
+        return np.corrcoef(pos, r)[0, 1]
+
+    opened, shuffled = plan(lengths, 2048, "best_fit"), plan(lengths, 2048, "best_fit", seed=0)
+    assert first_length_rank_corr(opened) < -0.8
+    assert abs(first_length_rank_corr(shuffled)) < 0.1
+    assert sorted(map(tuple, (map(tuple, shuffled.pieces(s)) for s in range(shuffled.sequences)))) == \
+        sorted(map(tuple, (map(tuple, opened.pieces(s)) for s in range(opened.sequences))))
+    assert shuffled.stats(lengths) == opened.stats(lengths)
+    again = plan(lengths, 2048, "best_fit", seed=0)
+    assert (again.piece_doc == shuffled.piece_doc).all() and (again.piece_start == shuffled.piece_start).all()
