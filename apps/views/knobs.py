@@ -76,6 +76,7 @@ class KnobControl:
         self.syncing = False
         self.slider = self.box = self.widget = None
         self.hist = self.source = self.span = None
+        self.hist_place = None  # numeric knobs with a signal: where their histogram goes
         self.note = pn.pane.HTML("", margin=(0, 5), styles={"font-size": "12px", "color": "#555"})
         title = (f"<b>{k.key}</b> <span style='color:#666'>· {k.unit} · default {fmt.value(k.default)}"
                  f" ({k.source})</span>")
@@ -123,7 +124,7 @@ class KnobControl:
     def with_histogram(self, log: bool, value: Any) -> bool:
         """Draw this knob's histogram (once; a closed card's knobs have none: ~30 figures would cost each
         new page seconds of the server's time); True when it has one."""
-        if not self.knob.signal:
+        if self.hist_place is None:
             return False
         if self.hist is None:
             self.hist, self.source, self.span = _histogram_figure(self.knob)
