@@ -370,8 +370,7 @@ def near_drops(run: str | Path | Run, rules: list[Rule]) -> pa.Table:
                                   f"WHERE (code IS NULL OR code > {k}) AND nd_shingles > 0"))
     doc_ids = alive.column("doc_id").to_numpy()
     u, v, j = _edges(r)
-    ranks = dedup.rank_of(keep, alive.column("fbytes").fill_null(float("nan")).to_numpy(),
-                          alive.column("rank").fill_null(float("nan")).to_numpy())
+    ranks = _near_ranks(keep, alive)
     dropped = dedup.keep_one_per_cluster(doc_ids, alive.column("content_hash").to_numpy(), ranks, u, v, j, threshold)
     pos = np.searchsorted(doc_ids, dropped, sorter=np.argsort(doc_ids))
     out = alive.take(pa.array(np.argsort(doc_ids)[pos])).select(schema.names).cast(schema)
@@ -507,6 +506,28 @@ def _changed(old: Rule, new: Rule) -> str | None:
     return f"{col} IN ({_literal(lo)}, {_literal(hi)})"
 
 
+def _shifted(counts: dict, before: dict, after: dict) -> dict:
+    """Remembered counts (key -> [docs, bytes, tokens]) with a subset's counts under the old rules
+    (``before``) taken out and its counts under the new ones (``after``) put in; empty keys dropped.
+
+    >>> _shifted({"a": [3, 30, 9]}, {"a": [1, 10, 3]}, {"b": [1, 10, 3]})
+    {'a': [2, 20, 6], 'b': [1, 10, 3]}
+    """
+    out = {k: list(v) for k, v in counts.items()}
+    for sign, part in ((-1, before), (1, after)):
+        for k, v in part.items():
+            acc = out.setdefault(k, [0, 0, 0])
+            for i in range(3):
+                acc[i] += sign * v[i]
+    return {k: v for k, v in out.items() if v[0]}
+
+
+def _near_ranks(keep: str, alive: pa.Table) -> np.ndarray:
+    """The rank ``keep`` orders an alive table's members by (its ``fbytes`` and ``rank`` columns)."""
+    return dedup.rank_of(keep, alive.column("fbytes").fill_null(float("nan")).to_numpy(),
+                         alive.column("rank").fill_null(float("nan")).to_numpy())
+
+
 def code_counts(r: Run, rules: list[Rule], by: str | None) -> dict:
     """(group, code) -> [docs, bytes] of the documents' first failing rules (code None: kept).
 
@@ -545,14 +566,8 @@ def code_counts(r: Run, rules: list[Rule], by: str | None) -> dict:
                                           *(f"_n_{x.signal}" for x in rules if x.op == "first_in_group")])
                 if c in r.columns]
         cur.register("_moved", _arrow(cur.sql(f"SELECT {', '.join(map(_ident, need))} FROM signals WHERE {where}")))
-        result = {k: list(v) for k, v in old_counts.items()}
-        for sign, rs in ((-1, list(old_rules)), (1, rules)):
-            for k, v in _counts(cur, rs, by, r, "_moved").items():
-                acc = result.setdefault(k, [0, 0, 0])
-                for i in range(3):
-                    acc[i] += sign * v[i]
+        result = _shifted(old_counts, _counts(cur, list(old_rules), by, r, "_moved"), _counts(cur, rules, by, r, "_moved"))
         cur.unregister("_moved")
-        result = {k: v for k, v in result.items() if v[0]}
         break
     if result is None:
         result = _counts(cur, rules, by, r)

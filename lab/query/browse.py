@@ -65,6 +65,7 @@ from lab.query import (
     _ident,
     _literal,
     _near_index,
+    _near_ranks,
     _rules,
     _sample_order,
     _with_near,
@@ -458,8 +459,7 @@ def _near_keepers(r: Run, cur: duckdb.DuckDBPyConnection, rules: list[Rule], k: 
                            f"FROM ({sql}) WHERE (code IS NULL OR code > {k}) AND nd_shingles > 0"))
     doc_ids = alive.column("doc_id").to_numpy()
     u, v, j = _edges(r)
-    ranks = dedup.rank_of(keep, alive.column("fbytes").fill_null(float("nan")).to_numpy(),
-                          alive.column("rank").fill_null(float("nan")).to_numpy())
+    ranks = _near_ranks(keep, alive)
     keepers = dedup.cluster_keepers(doc_ids, alive.column("content_hash").to_numpy(), ranks, u, v, j, threshold)
     return dict(zip(doc_ids.tolist(), keepers.tolist()))
 

@@ -49,7 +49,7 @@ import pyarrow.compute as pc
 from lab.config import Config
 from lab.errors import ConfigError
 from lab.io.schema import numeric_signals, signals_schema
-from lab.query import INCREMENTAL_SHARE, Run, _arrow, _changed, _failure_in, _ident, _rules, _with_near, codes_sql, open_run
+from lab.query import INCREMENTAL_SHARE, Run, _arrow, _changed, _failure_in, _ident, _rules, _with_near, codes_sql, open_run, _shifted
 from lab.query.browse import changes
 from lab.rules import Rule
 from lab.stages import STAGE_NAMES
@@ -335,14 +335,9 @@ def _histograms(r: Run, rules: list[Rule], stage: str | None, edges_of: dict[str
                                               *(["n_tokens"] if tok else []), *(x.signal for x in (*old, *prefix))])
                     if c in r.columns or c in bin_cols.values()]
             cur.register("_hist_moved", _arrow(cur.sql(f"SELECT {', '.join(map(_ident, need))} FROM signals WHERE {moved}")))
-            raw = {k: list(v) for k, v in counts.items()}
-            for sign, rs in ((-1, list(old)), (1, prefix)):
-                for k, v in _aggregate(cur, src_of(rs, "_hist_moved"), signals, bins, tok).items():
-                    acc = raw.setdefault(k, [0, 0, 0])
-                    for j in range(3):
-                        acc[j] += sign * v[j]
+            raw = _shifted(counts, _aggregate(cur, src_of(list(old), "_hist_moved"), signals, bins, tok),
+                          _aggregate(cur, src_of(prefix, "_hist_moved"), signals, bins, tok))
             cur.unregister("_hist_moved")
-            raw = {k: v for k, v in raw.items() if v[0]}
             break
     if raw is None:
         raw = _aggregate(cur, src_of(prefix), signals, bins, tok)
