@@ -335,8 +335,10 @@ def _random_run(tmp_path, n: int, seed: int):
     return layout.root
 
 
-@pytest.mark.parametrize("in_memory", [False, True])
-def test_random_walk_of_moves_newly_views_and_change_equal_full_evaluations(tmp_path, in_memory, monkeypatch):
+@pytest.mark.parametrize("in_memory,engine", [(False, "sql"), (True, "sql"), (True, "codes")])
+def test_random_walk_of_moves_newly_views_and_change_equal_full_evaluations(tmp_path, in_memory, engine, monkeypatch):
+    from lab.query import codes
+    monkeypatch.setattr(codes, "ENABLED", engine == "codes")
     r = query.open_run(_random_run(tmp_path, 700, seed=21), in_memory=in_memory)
     hash_of = dict(query.signal_rows(r, ["doc_id", "content_hash"]).iter_rows())
     sources = []
@@ -380,7 +382,10 @@ def test_random_walk_of_moves_newly_views_and_change_equal_full_evaluations(tmp_
         outcomes.add((bool(dropped), bool(kept)))
         prev = new
     assert any(d for d, _ in outcomes) and any(k for _, k in outcomes)
-    assert sources.count("_bq_cand") >= 30  # over the candidates only (the rest: answers remembered)
+    if engine == "sql":
+        assert sources.count("_bq_cand") >= 30  # over the candidates only (the rest: answers remembered)
+    else:  # each document's code under both configs (SQL only where those cannot answer)
+        assert len(r.codes.memo) >= 5 and sources.count("_bq_cand") < 30
 
 
 # --- histograms --------------------------------------------------------------------------------------
@@ -474,16 +479,22 @@ def test_histograms_of_a_card_equal_each_histogram_and_the_parquet_run(run, cfg,
         query.histograms(run, cfg, ["gq_words", "source"])
 
 
-def test_histograms_after_threshold_moves_are_incremental_and_exact(synthetic_run_dir, cfg, monkeypatch):
-    # in memory a threshold move is answered from the last answer plus the rows between the two
-    # thresholds: a random walk of moves over every stage's knobs equals the Parquet answers
+@pytest.mark.parametrize("engine", ["codes", "sql"])
+def test_histograms_after_threshold_moves_are_incremental_and_exact(synthetic_run_dir, cfg, monkeypatch, engine):
+    # in memory a threshold move is answered from the last answer plus the rows whose outcome differs
+    # (by each document's code, lab.query.codes; or in SQL, the rows between the two thresholds): a
+    # random walk of moves over every stage's knobs equals the Parquet answers
+    from lab.query import codes
+    monkeypatch.setattr(codes, "ENABLED", engine == "codes")
     mem = query.open_run(synthetic_run_dir, in_memory=True, refresh=True)
     parquet = query.open_run(synthetic_run_dir)
     ks = [k for k in knobs(cfg, query.signal_ranges(parquet)) if k.signal and k.kind in ("integer", "number")
           and k.stage in ("language", "gopher_quality", "gopher_repetition", "c4", "fineweb")]
-    srcs = []
-    aggregate = distribution._aggregate
+    srcs, subsets = [], []
+    aggregate, hist = distribution._aggregate, codes.Codes._hist
     monkeypatch.setattr(distribution, "_aggregate", lambda cur, src, *a: srcs.append(src) or aggregate(cur, src, *a))
+    monkeypatch.setattr(codes.Codes, "_hist", lambda self, arr, *a: (subsets.append(a[-1]) if len(a) == 5 else None)
+                        or hist(self, arr, *a))
     rng = random.Random(7)
     config = cfg
     for _ in range(14):
@@ -494,8 +505,11 @@ def test_histograms_after_threshold_moves_are_incremental_and_exact(synthetic_ru
         got = query.histograms(mem, config, card)
         for sig in card:
             assert got[sig].equals(query.histogram(parquet, config, sig)), (k.name, sig)
-    # the moved rows only, under the old and the new rules: two queries with a condition per answer
-    assert sum("FROM _hist_moved" in x for x in srcs) >= 10
+    if engine == "sql":  # the moved rows only, under the old and the new rules: two queries with a condition per answer
+        assert sum("FROM _hist_moved" in x for x in srcs) >= 10
+    else:  # no SQL; the rows whose outcome differs, counted under the old and the new codes
+        assert not any("FROM _hist_moved" in x for x in srcs)
+        assert sum(x is not None and x.size < mem.codes.n for x in subsets) >= 10
 
 
 def test_a_page_without_texts_and_the_texts_read_one_by_one(run, cfg):

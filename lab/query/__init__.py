@@ -12,7 +12,9 @@ one member of each is kept; only the documents that have an edge or an exact cop
 
 Connections: one DuckDB connection per process and run (``open_run``), a ``cursor()`` per call,
 so threads (dashboard sessions) never share a cursor. ``open_run(..., in_memory=True)`` loads the
-signals table into memory for interactive use.
+signals table into memory for interactive use; there the funnel, the histograms and the change of a
+slider move are counted from each document's first failing rule kept as an array
+(``lab.query.codes``: the same answers, a move re-evaluating only the rows it can change).
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ class Run:
     binned: dict = field(default_factory=dict)  # in memory: (signal, bin edges) -> column of each row's bin
     constant: dict = field(default_factory=dict)  # answers that depend on the run only (fertility), by question
     hist_memo: OrderedDict = field(default_factory=OrderedDict)  # recent histograms' raw counts (in memory)
+    codes: Any = None  # in memory: lab.query.codes.Codes, each document's first failing rule as an array
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         return self.con.cursor()
@@ -166,7 +169,9 @@ def open_run(run: str | Path | Run, *, in_memory: bool = False, refresh: bool = 
                 OrderedDict() if in_memory else None)
         if in_memory and r.config is not None and r.config.mode == "explore":
             # warm the memo with the run's own funnel: the first slider move is then incremental
-            code_counts(r, _without_near(_rules(r, r.config)), None)
+            rules = _rules(r, r.config)
+            if _counts_in_memory(r, rules, None) is None:
+                code_counts(r, _without_near(rules), None)
         _runs[key] = r
         return r
 
@@ -441,7 +446,9 @@ def funnel(run: str | Path | Run, config: Config, *, by: str | None = None, refr
     rules = _rules(r, config)
     cur = r.cursor()
     stage_of = [x.stage for x in rules]
-    counts = _apply_near(r, rules, by, code_counts(r, _without_near(rules), by))
+    counts = _counts_in_memory(r, rules, by)
+    if counts is None:
+        counts = _apply_near(r, rules, by, code_counts(r, _without_near(rules), by))
     rej_key = "source" if by == "source" else "NULL::VARCHAR"
     rejected = cur.execute(f"SELECT {rej_key} AS grp, count(*), coalesce(sum(raw_bytes), 0) FROM rejects GROUP BY ALL").fetchall()
 
@@ -476,6 +483,13 @@ def funnel(run: str | Path | Run, config: Config, *, by: str | None = None, refr
     if "n_tokens" not in r.columns:  # no token counts yet: no token columns
         df = df.drop("tokens_in", "tokens_dropped", "tokens_out", "tokens_retention")
     return df.rename({"group": by}) if by else df.drop("group")
+
+
+def _counts_in_memory(r: Run, rules: list[Rule], by: str | None) -> dict | None:
+    """In memory: the funnel's counts from each document's code (``lab.query.codes``); None: ask SQL."""
+    from lab.query import codes
+    c = codes.of(r)
+    return None if c is None else c.funnel_counts(rules, by)
 
 
 def _counts(cur, rules: list[Rule], by: str | None, run: Run, source: str = "signals") -> dict:

@@ -76,6 +76,7 @@ from lab.query import (
     near_drops,
     open_run,
 )
+from lab.query.codes import of as codes_of
 from lab.rules import Rule
 from lab.stages import STAGE_NAMES
 
@@ -294,8 +295,16 @@ def changes(r: Run, before: list[Rule], after: list[Rule]) -> pa.Table:
             return hit[1]
     cur = r.cursor()
     extra = [c for c in ("source", "lang", "n_tokens", SAMPLE_RANK) if c in r.columns]
-    out = _arrow(cur.sql(f"SELECT * FROM ({_pairs_sql(r, cur, before, after, extra)}) "
-                         "WHERE before IS DISTINCT FROM after"))
+    c = codes_of(r)
+    found = c.changed(before, after) if c is not None else None
+    if found is not None:  # in memory: from each document's code under both
+        rows, was, now = found
+        t = c.table(rows, ["doc_id", "bytes", *extra])
+        out = pa.table({"doc_id": t.column("doc_id"), "bytes": t.column("bytes"), "before": pa.array(was, pa.string()),
+                        "after": pa.array(now, pa.string()), **{n: t.column(n) for n in extra}})
+    else:
+        out = _arrow(cur.sql(f"SELECT * FROM ({_pairs_sql(r, cur, before, after, extra)}) "
+                             "WHERE before IS DISTINCT FROM after"))
     if "n_tokens" not in out.column_names:
         out = out.append_column("n_tokens", pa.nulls(out.num_rows, pa.int64()))
     with _changes_lock:

@@ -50,6 +50,7 @@ from lab.config import Config
 from lab.errors import ConfigError
 from lab.io.schema import numeric_signals, signals_schema
 from lab.query import INCREMENTAL_SHARE, Run, _arrow, _changed, _failure_in, _ident, _rules, _with_near, codes_sql, open_run, _shifted
+from lab.query.codes import of as codes_of
 from lab.query.browse import changes
 from lab.rules import Rule
 from lab.stages import STAGE_NAMES
@@ -291,6 +292,12 @@ def _histograms(r: Run, rules: list[Rule], stage: str | None, edges_of: dict[str
     bin_cols = {s: _bin_column(r, s, edges_of[s]) if binned else None for s in signals}
     bins = {s: _ident(bin_cols[s]) if bin_cols[s] else _bin_sql(_ident(s), edges_of[s]) for s in signals}
     sig_cols = ", ".join(map(_ident, [*signals, *(c for c in bin_cols.values() if c)]))
+    c = codes_of(r) if binned else None
+    if c is not None:  # in memory: counted from each document's code (lab.query.codes)
+        mine = [[x for x in rules if x.stage == stage and x.signal == s and x.op in _THRESHOLD_OPS] for s in signals]
+        raw = c.histogram_counts(rules, stage, signals, [bin_cols[s] for s in signals], mine)
+        if raw is not None:
+            return _frames(raw, signals, edges_of, tok)
     if stage is None:
         src = f"SELECT {sig_cols}, bytes{', n_tokens' if tok else ''}, FALSE AS _dropped" + "".join(
             f", FALSE AS _mine{i}" for i in range(len(signals))) + " FROM signals"

@@ -100,7 +100,7 @@ def _scan(cur: duckdb.DuckDBPyConnection, d: Path, names: list[str]) -> tuple[li
         if label_io.compatible(pa.schema([f for f in t.schema if f.name != "filename"])):
             t = t.select([*label_io.SCHEMA.names, "filename"]).rename_columns([*label_io.SCHEMA.names, _FILE])
             return [t.set_column(t.num_columns - 1, _FILE, pc.replace_substring_regex(t[_FILE], r"^.*/", ""))], {}
-    except duckdb.Error:
+    except (duckdb.Error, OSError):  # a bad file, or one a compaction removed (DuckDB 2 raises OSError for it)
         pass
     if len(names) > 1:  # bisect: the good files are read, the bad ones end up alone
         a, pa_ = _scan(cur, d, names[:len(names) // 2])
