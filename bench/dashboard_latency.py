@@ -62,13 +62,15 @@ SERVER_LOG = "bench/out/dashboard_server.log"
 # In the page: the press time (a key or a mouse button), the arrival time of every websocket message,
 # and waits that check on every message (just after it is applied) and on a 25 ms timer.
 INIT = """
-window.__press = 0; window.__msgs = []; window.__onmsg = null;
-const __pressed = () => { window.__press = performance.now(); window.__msgs = []; };
+window.__press = 0; window.__msgs = []; window.__sent = []; window.__onmsg = null;
+const __pressed = () => { window.__press = performance.now(); window.__msgs = []; window.__sent = []; };
 addEventListener('keydown', __pressed, true);
 addEventListener('mousedown', __pressed, true);
 const WS = window.WebSocket;
 window.WebSocket = function (...a) {
   const s = new WS(...a);
+  const send = s.send.bind(s);
+  s.send = (d) => { window.__sent.push(performance.now()); return send(d); };
   s.addEventListener('message', () => {
     window.__msgs.push(performance.now());
     if (window.__onmsg) setTimeout(window.__onmsg, 0);  // after the message is applied
@@ -93,7 +95,7 @@ window.__hasClass = (c) => (el) => el.classList && el.classList.contains(c);
 window.__funnel = () => {
   const kept = window.__find('__kept', (el) => el.tagName === 'P' && el.textContent.startsWith('Kept:'));
   const host = window.__find('__host', window.__hasClass('funnel-table'));
-  const table = host ? window.__deep(host.shadowRoot || host, window.__hasClass('tabulator-table')) : null;
+  const table = host ? window.__deep(host.shadowRoot || host, (el) => el.tagName === 'TABLE') : null;
   const text = kept ? kept.textContent : null;
   const m = text ? text.match(/config\\s+(\\S+)/) : null;
   return {kept: text, hash: m ? m[1] : null, table: table ? table.textContent : null};
@@ -127,7 +129,8 @@ window.__until = (done, timeout, extra) => new Promise((resolve) => {
       requestAnimationFrame(() => {
         const painted = performance.now();
         const msg = Math.max(...window.__msgs.filter((t) => t <= shownAt), window.__press);
-        finish({ms: painted - window.__press, server_ms: msg - window.__press, browser_ms: painted - msg,
+        const sent = window.__sent.length ? window.__sent[0] - window.__press : null;
+        finish({ms: painted - window.__press, server_ms: msg - window.__press, browser_ms: painted - msg, send_ms: sent,
                 messages: window.__msgs.filter((t) => t <= shownAt).length, alert: window.__alert(), ...extra()});
       });
     } else if (now - window.__press > timeout) {
@@ -369,7 +372,10 @@ def stats(moves: list[dict]) -> dict:
     out = {"moves_measured": len(lat), "median_ms": round(statistics.median(lat), 1) if lat else None,
            "p95_ms": pct(lat, 0.95), "max_ms": round(max(lat), 1) if lat else None,
            "table_changed": sum(m.get("table_changed", False) for m in moves),
-           "messages_median": statistics.median(m["messages"] for m in moves) if moves else None}
+           "messages_median": statistics.median(m["messages"] for m in moves) if moves else None,
+           "each_ms": [round(x) for x in lat]}
+    sent = [m["send_ms"] for m in moves if m.get("send_ms") is not None]  # press -> the page's first message out
+    out["send"] = {"median_ms": round(statistics.median(sent), 1) if sent else None, "p95_ms": pct(sent, 0.95)}
     for part in ("server_ms", "browser_ms"):
         xs = [m[part] for m in moves]
         out[part.replace("_ms", "")] = {"median_ms": round(statistics.median(xs), 1) if xs else None,

@@ -107,13 +107,13 @@ def _wait_for(page, predicate, timeout=30.0):
 
 def _funnel_rows(page) -> dict[str, str]:
     """stage -> docs dropped as the funnel table in the page shows it."""
-    table = page.locator(".funnel-table .tabulator").first
+    table = page.locator(".funnel-table table.funnel").first
     out = {}
-    rows = table.locator(".tabulator-row")
+    rows = table.locator("tbody tr")
     for i in range(rows.count()):
         row = rows.nth(i)
-        stage = row.locator('.tabulator-cell[tabulator-field="stage"]').inner_text().strip()
-        out[stage] = row.locator('.tabulator-cell[tabulator-field="dropped"]').inner_text().strip()
+        stage = row.locator('td[data-field="stage"]').inner_text().strip()
+        out[stage] = row.locator('td[data-field="dropped"]').inner_text().strip()
     return out
 
 

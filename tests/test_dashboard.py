@@ -175,17 +175,17 @@ def test_funnel_tab_follows_a_slider_release(run_dir):
     the knob's box shows the applied value, and its histogram is the one lab.query gives."""
     import param
 
-    from apps.views.funnel import FunnelTab, table_frame
+    from apps.views.funnel import FunnelTab, table_frame, table_html
 
     s = Selection(run_dir)
     tab = FunnelTab(s, Dispatch(None))
-    frame = tab.table.value
     c = tab.knobs.controls["gopher_quality.min_words"]
     with param.edit_constant(c.slider):
         c.slider.value_throttled = 300
     want = query.funnel(run_dir, s.config)
     assert s.config.stages.gopher_quality.min_words == 300 and c.box.value == 300
-    assert tab.table.value is frame and tab.table.value.equals(table_frame(want, None))  # patched in place
+    assert tab.frame.equals(table_frame(want, None))
+    assert tab.table.object == table_html(tab.frame) and 'data-field="dropped"' in tab.table.object
     assert s.config.config_hash() in tab.retention.object and "Kept:" in tab.retention.object
     assert tab.source.data["docs"] == curve(want)["docs"]
     h = query.histogram(run_dir, s.config, "gq_words")

@@ -42,24 +42,36 @@ def table_frame(f: pl.DataFrame, by: str | None) -> pd.DataFrame:
     for unit in UNITS:
         if f"{unit}_retention" in f.columns:
             cols[f"{unit} %"] = [fmt.share(x) for x in f[f"{unit}_retention"].to_list()]
-    return pd.DataFrame(cols)
+    return pd.DataFrame(cols, dtype=object)  # plain objects: a patch of an Arrow-backed column costs ~1 ms a cell
 
 
-def show_table(table: pn.widgets.Tabulator, df: pd.DataFrame) -> None:
-    """Show ``df``: patch the cells that changed when the rows are the same (a slider move), else replace."""
-    old = table.value
-    key = [c for c in df.columns if c in ("stage", "lang", "source")]
-    if old is None or list(old.columns) != list(df.columns) or len(old) != len(df) \
-            or any(old[c].tolist() != df[c].tolist() for c in key):
-        table.value = df
-        return
-    patch = {}
-    for c in df.columns:
-        cells = [(i, b) for i, (a, b) in enumerate(zip(old[c].tolist(), df[c].tolist())) if a != b]
-        if cells:
-            patch[c] = cells
-    if patch:
-        table.patch(patch, as_index=False)
+_TABLE_CSS = """
+table.funnel { border-collapse: collapse; width: 100%; font-size: 12px; }
+table.funnel th { position: sticky; top: 0; background: #f3f3f3; text-align: left; padding: 3px 6px;
+                  border-bottom: 1px solid #ccc; }
+table.funnel td { padding: 2px 6px; border-bottom: 1px solid #eee; white-space: nowrap; }
+table.funnel td.n { text-align: right; font-variant-numeric: tabular-nums; }
+"""
+
+
+def table_html(df: pd.DataFrame) -> str:
+    """The funnel table as plain HTML (read-only: a page swaps it in one go, where a grid widget measures
+    and lays out every cell again), each cell tagged with its column (``data-field``).
+
+    >>> table_html(pd.DataFrame({"stage": ["a<b"], "docs": ["3"]}))  # doctest: +NORMALIZE_WHITESPACE
+    '<table class="funnel"><thead><tr><th>stage</th><th>docs</th></tr></thead><tbody><tr><td data-field="stage">a&lt;b</td><td
+    data-field="docs" class="n">3</td></tr></tbody></table>'
+    """
+    text = ("stage", "lang", "source")
+
+    def cell(c, v) -> str:
+        kind = "" if c in text else ' class="n"'
+        return f'<td data-field="{html.escape(str(c))}"{kind}>{html.escape(str(v))}</td>'
+
+    head = "".join(f"<th>{html.escape(str(c))}</th>" for c in df.columns)
+    rows = "".join("<tr>" + "".join(cell(c, v) for c, v in zip(df.columns, row)) + "</tr>"
+                   for row in df.itertuples(index=False))
+    return f'<table class="funnel"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
 
 
 def funnel_chart(curve: dict[str, list]):
@@ -75,6 +87,8 @@ def funnel_chart(curve: dict[str, list]):
     for unit, color in zip((u for u in UNITS if u in curve), Category10[3]):
         fig.line("stage", unit, source=source, color=color, line_width=2, legend_label=unit)
         fig.scatter("stage", unit, source=source, color=color, size=6)
+    fig.xgrid.visible = False  # each grid line costs the browser style lookups on every repaint
+    fig.yaxis.ticker.desired_num_ticks = 5
     fig.yaxis.axis_label = "share still in"
     fig.xaxis.major_label_orientation = 0.4
     fig.legend.location = "bottom_left"
@@ -112,9 +126,9 @@ class FunnelTab:
         self.table_title = pn.pane.HTML("<p style='margin:2px 0;color:#555'>Per stage: the documents it drops; "
                                         "then, still in after it, documents, bytes and tokens, and the share of its "
                                         "input it keeps.</p>", sizing_mode="stretch_width")
-        self.table = pn.widgets.Tabulator(table_frame(first.funnel, None), disabled=True, show_index=False,
-                                          height=330, sizing_mode="stretch_width", layout="fit_columns",
-                                          name="funnel", css_classes=["funnel-table"])
+        self.frame = table_frame(first.funnel, None)  # what the table shows
+        self.table = pn.pane.HTML(table_html(self.frame), height=330, sizing_mode="stretch_width", name="funnel",
+                                  css_classes=["funnel-table"], stylesheets=[_TABLE_CSS], styles={"overflow-y": "auto"})
         fig, self.source = funnel_chart(first.curve)
         self.chart = pn.pane.Bokeh(fig, height=240, sizing_mode="stretch_width", name="funnel chart")
         self.viewer = DocumentViewer(sel, dispatch, self.report, open_cluster=open_cluster)
@@ -144,7 +158,6 @@ class FunnelTab:
         sel = self.sel
         cfg, split, names = sel.config, sel.split, list(sel.changed)
         before = sel.previous_config
-        first = not numbers_only
 
         def compute():
             view = sel.view(split, config=cfg)
@@ -157,7 +170,9 @@ class FunnelTab:
                 self.report(str(e))
                 return
             self.error.visible = False
-            show_table(self.table, frame)
+            if not frame.equals(self.frame):
+                self.frame = frame
+                self.table.object = table_html(frame)
             self.retention.object = kept_line(view)
             self.source.data = view.curve
             self.diff.object = diff_line(diff)
@@ -172,11 +187,14 @@ class FunnelTab:
             self.knobs.show_change(change, names)
 
         self.dispatch.submit("funnel", compute, show)
-        if first:  # the histograms beside the funnel; the change and the documents after the numbers
-            self.knobs.refresh_histograms()
-            self.dispatch.submit("change", lambda: sel.change(before=before, after=cfg) if names else None,
-                                 show_change, pool=DETAILS)
-            self.viewer.refresh()
+        if numbers_only:
+            return
+        # the open cards' histograms beside the numbers, each its own message: the page draws the funnel
+        # while they are computed; the change and the documents after the numbers
+        self.knobs.refresh_histograms()
+        self.dispatch.submit("change", lambda: sel.change(before=before, after=cfg) if names else None,
+                             show_change, pool=DETAILS)
+        self.viewer.refresh()
 
 
 def _change_text(change: dict | None, names: list[str]) -> str:

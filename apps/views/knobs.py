@@ -27,6 +27,8 @@ from lab.stages import STAGE_NAMES
 OPEN_STAGES = ("gopher_quality",)  # cards open when the page loads
 _HIST_W, _HIST_H = 330, 120
 _COLORS = {"passed": "#4c78a8", "dropped": "#e45756"}
+LEGEND = ("<span style='font-size:12px'>histograms: <span style='color:{passed}'>■</span> passed "
+          "<span style='color:{dropped}'>■</span> dropped</span>").format(**_COLORS)
 
 
 def _slider_format(step: float) -> str:
@@ -49,14 +51,13 @@ def _histogram_figure(k) -> tuple[Any, Any, Any]:
     fig = figure(width=_HIST_W, height=_HIST_H, toolbar_location=None, tools="hover", y_axis_type="linear",
                  tooltips=[("bin", "@left{0,0.[000]} – @right{0,0.[000]}"), ("passed", "@passed{0,0}"),
                            ("dropped", "@dropped{0,0}")])
-    fig.quad(left="left", right="right", bottom="bottom0", top="passed", source=source, color=_COLORS["passed"],
-             legend_label="passed")
-    fig.quad(left="left", right="right", bottom="passed", top="top", source=source, color=_COLORS["dropped"],
-             legend_label="dropped")
-    fig.legend.location = "top_left"
-    fig.legend.label_text_font_size = "8pt"
-    fig.legend.background_fill_alpha = 0.6
-    fig.legend.padding = 2
+    # no legend and no grid, few ticks: each costs the browser style lookups on every repaint, and a
+    # move repaints every open histogram (the colours are named once, above the cards: LEGEND)
+    fig.quad(left="left", right="right", bottom="bottom0", top="passed", source=source, color=_COLORS["passed"])
+    fig.quad(left="left", right="right", bottom="passed", top="top", source=source, color=_COLORS["dropped"])
+    fig.xgrid.visible = fig.ygrid.visible = False
+    fig.xaxis.ticker.desired_num_ticks = 4
+    fig.yaxis.ticker.desired_num_ticks = 3
     fig.xaxis.axis_label = k.signal
     fig.xaxis.axis_label_text_font_size = "8pt"
     fig.yaxis.major_label_text_font_size = fig.xaxis.major_label_text_font_size = "8pt"
@@ -150,23 +151,27 @@ class KnobControl:
         """Show the selection's ``value`` (after a move, a reset or a restored link) without moving it again;
         ``moved``: this knob just moved (its cutoff is sent again)."""
         self.syncing = True
-        try:
+        try:  # only what differs is set (a page syncs ~45 knobs on every move)
             if self.widget is not None:
-                self.widget.value = list(value) if isinstance(value, tuple) else value
-            if self.box is not None:
+                shown = list(value) if isinstance(value, tuple) else value
+                if not _same(self.widget.value, shown):
+                    self.widget.value = shown
+            if self.box is not None and not _same(self.box.value, value):
                 self.box.value = value
             if self.slider is not None:
                 v = min(max(value, self.slider.start), self.slider.end)
-                self.slider.value = v
+                if not _same(self.slider.value, v):
+                    self.slider.value = v
             if self.span is not None:
                 loc = float(value)
                 if moved and self.span.location == loc:
                     # the browser may still draw an earlier release's cutoff (its drag echoed back and
                     # then overwritten): send the value again
                     self.span.location = None
-                self.span.location = loc
+                if self.span.location != loc:
+                    self.span.location = loc
             for w in (self.slider, self.box):
-                if w is not None:
+                if w is not None and w.disabled != (not enabled):
                     w.disabled = not enabled
         finally:
             self.syncing = False
@@ -178,8 +183,11 @@ class KnobPanel:
     def __init__(self, sel: Selection, dispatch: Dispatch, report: Callable[[str], None]) -> None:
         self.sel, self.dispatch, self.report = sel, dispatch, report
         self.log_y = pn.widgets.Checkbox(label="log scale (histograms)", value=False)
+        self.legend = pn.pane.HTML(LEGEND, margin=(0, 5))
         self.controls: dict[str, KnobControl] = {}
         self.cards: dict[str, pn.Card] = {}
+        self.parts: dict[str, list] = {}  # per stage: its card's contents (reset, knobs)
+        self.filled: set[str] = set()  # stages whose card holds its knobs (opened once)
         by_stage: dict[str, list[KnobControl]] = {}
         for k in sel.knobs():
             c = KnobControl(k, self._set)
@@ -190,12 +198,18 @@ class KnobPanel:
                 continue
             reset = pn.widgets.Button(label=f"reset {stage}", color="light", width=150, margin=(0, 5))
             reset.on_click(lambda _, s=stage: self._reset(s))
-            card = pn.Card(reset, *(c.view for c in by_stage[stage]), title=stage, collapsed=stage not in OPEN_STAGES,
-                           width=380, margin=(4, 0), name=f"card {stage}")
+            self.parts[stage] = [reset, *(c.view for c in by_stage[stage])]
+            is_open = stage in OPEN_STAGES
+            # a closed card holds its knobs only once opened: ~35 knobs' widgets fewer on each new page (their
+            # models cost the server a second, and every style recalculation of the browser's page scales with them)
+            card = pn.Card(*(self.parts[stage] if is_open else [_unopened(len(by_stage[stage]))]), title=stage,
+                           collapsed=not is_open, width=380, margin=(4, 0), name=f"card {stage}")
             card.param.watch(lambda e, s=stage: None if e.new else self._opened(s), "collapsed")
             self.cards[stage] = card
+            if is_open:
+                self.filled.add(stage)
         self.log_y.param.watch(lambda e: self._log_scale(e.new), "value")
-        self.view = pn.Column(self.log_y, *self.cards.values(), width=400, scroll=True, height=820,
+        self.view = pn.Column(pn.Row(self.log_y, self.legend, margin=0), *self.cards.values(), width=400, scroll=True, height=820,
                               name="knobs", css_classes=["knobs"])
         self.sync()
 
@@ -207,6 +221,9 @@ class KnobPanel:
             self.sync()  # the refused value goes back to the applied one
 
     def _opened(self, stage: str) -> None:
+        if stage not in self.filled:
+            self.filled.add(stage)
+            self.cards[stage].objects = self.parts[stage]
         self.refresh_histograms([stage])  # drawn now if never opened before
 
     def _reset(self, stage: str) -> None:
@@ -238,6 +255,12 @@ class KnobPanel:
     def refresh_histograms(self, stages: list[str] | None = None) -> None:
         """Recompute the histograms of the open cards (or of ``stages``), off the loop: one query per card
         (its signals binned over one evaluation of the rules; a minimum and a maximum share a signal)."""
+        for kind, compute, show in self.histogram_jobs(stages):
+            self.dispatch.submit(kind, compute, show)
+
+    def histogram_jobs(self, stages: list[str] | None = None) -> list[tuple[str, Callable, Callable]]:
+        """``(kind, compute, show)`` per open card (or per stage of ``stages``) whose histograms to redraw
+        for the current selection: ``compute`` off the loop, ``show(future)`` on it."""
         cfg, unit, log = self.sel.config, self.sel.unit, self.log_y.value
         wanted = set(stages or self.open_stages())
         values = lab_knobs.values(cfg)
@@ -245,35 +268,63 @@ class KnobPanel:
         for c in self.controls.values():
             if c.knob.stage in wanted and c.with_histogram(log, values[c.name]):
                 by_stage.setdefault(c.knob.stage, {}).setdefault(c.knob.signal, []).append(c)
+        jobs = []
         for stage, by_signal in by_stage.items():
-            self.dispatch.submit(f"hist:{stage}", lambda sigs=list(by_signal): self.sel.histograms(sigs, config=cfg),
-                                 lambda fut, b=by_signal: self._show_histograms(b, fut, unit, log))
+            def compute(sigs=list(by_signal)):
+                hs = self.sel.histograms(sigs, config=cfg)
+                return {sig: _histogram_data(hs[sig], unit, log) for sig in sigs}
 
-    def _show_histograms(self, by_signal: dict[str, list[KnobControl]], fut: Future, unit: str, log: bool) -> None:
+            jobs.append((f"hist:{stage}", compute, lambda fut, b=by_signal: self._show_histograms(b, fut, unit)))
+        return jobs
+
+    def _show_histograms(self, by_signal: dict[str, list[KnobControl]], fut: Future, unit: str) -> None:
         try:
-            hs = fut.result()
+            data = fut.result()
         except LabError as e:
             self.report(str(e))
             return
+        label = {"docs": "documents", "bytes": "bytes", "tokens": "tokens"}[unit]
         for sig, controls in by_signal.items():
             for c in controls:
-                self._show_histogram(c, hs[sig], unit, log)
-
-    def _show_histogram(self, c: KnobControl, h: pl.DataFrame, unit: str, log: bool) -> None:
-        h = h.filter(h["bin_lo"].is_not_null())
-        passed, dropped = h[f"passed_{unit}"].to_list(), h[f"dropped_{unit}"].to_list()
-        floor = 0.5 if log else 0  # a log axis has no 0
-        c.source.data = {"left": h["bin_lo"].to_list(), "right": h["bin_hi"].to_list(),
-                         "passed": [max(p, floor) for p in passed], "dropped": dropped,
-                         "top": [max(p + d, floor) for p, d in zip(passed, dropped)],
-                         "bottom0": [floor] * h.height}
-        c.hist.yaxis.axis_label = {"docs": "documents", "bytes": "bytes", "tokens": "tokens"}[unit]
-        c.hist.yaxis.axis_label_text_font_size = "8pt"
+                old = c.source.data
+                if list(old.get("left", [])) == data[sig]["left"] and list(old.get("right", [])) == data[sig]["right"]:
+                    # the same bins (a threshold move): only the counts are sent
+                    c.source.data.update({k: data[sig][k] for k in ("passed", "dropped", "top", "bottom0")})
+                else:
+                    c.source.data = dict(data[sig])
+                if c.hist.yaxis.axis_label != label:
+                    c.hist.yaxis.axis_label = label
+                    c.hist.yaxis.axis_label_text_font_size = "8pt"
 
     def show_change(self, change: dict | None, names: list[str]) -> None:
         """Under the knobs the last change moved: what it newly drops and keeps, in every unit."""
         for name, c in self.controls.items():
             c.note.object = _change_line(change) if change is not None and name in names else ""
+
+
+def _unopened(n: int) -> pn.pane.HTML:
+    return pn.pane.HTML(f"<span style='color:#777'>{n} knob{'s' if n != 1 else ''}</span>", margin=(0, 5))
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal and of the same kind (``1 == 1.0 == True``, but a box holding 1 must be set to 1.0)."""
+    return a == b and type(a) is type(b)
+
+
+def _histogram_data(h: pl.DataFrame, unit: str, log: bool) -> dict[str, list]:
+    """A histogram's columns as its figure draws them (passed below, dropped stacked on top).
+
+    >>> h = pl.DataFrame({"bin_lo": [None, 0.0, 0.5], "bin_hi": [None, 0.5, 1.0], "passed_docs": [1, 0, 3],
+    ...                   "dropped_docs": [0, 2, 1]})
+    >>> _histogram_data(h, "docs", log=True)["top"]
+    [2, 4]
+    """
+    h = h.filter(h["bin_lo"].is_not_null())
+    passed, dropped = h[f"passed_{unit}"].to_list(), h[f"dropped_{unit}"].to_list()
+    floor = 0.5 if log else 0  # a log axis has no 0
+    return {"left": h["bin_lo"].to_list(), "right": h["bin_hi"].to_list(),
+            "passed": [max(p, floor) for p in passed], "dropped": dropped,
+            "top": [max(p + d, floor) for p, d in zip(passed, dropped)], "bottom0": [floor] * h.height}
 
 
 def _change_line(change: dict) -> str:

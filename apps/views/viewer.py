@@ -174,7 +174,9 @@ class DocumentViewer:
                     if w.value not in opts.values():
                         w.value = ANY
             self.page = page
-            self.list.value = list_frame(page)
+            frame = list_frame(page)
+            if not frame.equals(self.list.value):  # a move often leaves the page as it was: no new table
+                self.list.value = frame
             pages = m.pages(total)
             self.pager.object = (f"page <b>{number + 1}</b> of <b>{pages}</b> · {fmt.count(total)} documents")
             self.prev.disabled, self.next.disabled = number <= 0, number >= pages - 1

@@ -74,15 +74,25 @@ class Run:
     constant: dict = field(default_factory=dict)  # answers that depend on the run only (fertility), by question
     hist_memo: OrderedDict = field(default_factory=OrderedDict)  # recent histograms' raw counts (in memory)
     codes: Any = None  # in memory: lab.query.codes.Codes, each document's first failing rule as an array
+    stats_read: tuple | None = None  # ((mtime, size) of the stats file, its summaries)
 
     def cursor(self) -> duckdb.DuckDBPyConnection:
         return self.con.cursor()
 
     def stats(self) -> dict[str, Summary]:
+        """The run's merged signal statistics (read again only when the file changes)."""
         p = self.layout.merged_stats
-        if not p.exists():
+        try:
+            st = p.stat()
+        except FileNotFoundError:
             return {}
-        return {k: Summary.from_json(v) for k, v in read_json(p)["signals"].items()}
+        key = (st.st_mtime_ns, st.st_size)
+        known = self.stats_read
+        if known is not None and known[0] == key:
+            return known[1]
+        out = {k: Summary.from_json(v) for k, v in read_json(p)["signals"].items()}
+        self.stats_read = (key, out)
+        return out
 
 
 _runs: dict[tuple[str, bool], Run] = {}

@@ -76,6 +76,7 @@ from lab.query import (
     near_drops,
     open_run,
 )
+from lab.query.codes import KEPT
 from lab.query.codes import of as codes_of
 from lab.rules import Rule
 from lab.stages import STAGE_NAMES
@@ -412,6 +413,60 @@ def _selection(a: _Ask, cur: duckdb.DuckDBPyConnection, ranked: bool, window: in
                   []), False
 
 
+def _in_memory(a: _Ask) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray | None] | None:
+    """In memory: (codes, the view's rows after every filter in sample order, each row's code under
+    config, under previous for the newly_* views); None when SQL must answer (a Parquet run, or rules
+    ``lab.query.codes`` leaves to SQL)."""
+    c = codes_of(a.r)
+    if c is None:
+        return None
+    now = c.codes(a.rules)
+    was = c.codes(a.prev) if a.prev is not None else None
+    if now is None or (a.prev is not None and was is None):
+        return None
+    kept_now = now == KEPT
+    if a.view == "dropped":
+        mask = ~kept_now
+    elif a.view == "kept":
+        mask = kept_now
+    elif a.view == "newly_dropped":
+        mask = (was == KEPT) & ~kept_now
+    else:
+        mask = (was != KEPT) & kept_now
+    why, rules = (was, a.prev) if a.view == "newly_kept" else (now, a.rules)
+    if a.reason is not None or a.stage is not None:
+        ok = np.array([(a.reason is None or x.drop_reason == a.reason) and (a.stage is None or x.stage == a.stage)
+                       for x in rules] + [False])  # code -1 (kept) looks up the last entry
+        mask &= ok[why]
+    for name, value in (("source", a.source), ("lang", a.lang)):
+        if value is not None:
+            col = c.column(name)
+            idx = col.dictionary.index(value) if col.dictionary is not None and value in col.dictionary else None
+            if idx is None:
+                return c, np.zeros(0, dtype=np.int64), now, was
+            mask &= col.values == idx
+            if col.valid is not None:
+                mask &= col.valid
+    if a.ids is not None:
+        mask &= np.isin(c.values("doc_id"), a.ids)
+    return c, np.flatnonzero(mask), now, was
+
+
+def _page_in_memory(a: _Ask, found: tuple, offset: int, limit: int) -> pl.DataFrame:
+    """The page of ``_in_memory``'s rows: doc_id, reason, previous_reason, _sample_rank."""
+    c, rows, now, was = found
+    rows = rows[offset:offset + limit]
+
+    def names(rules: list[Rule], codes: np.ndarray) -> list[str | None]:
+        return [None if k == KEPT else rules[k].drop_reason for k in codes[rows].tolist()]
+
+    before = names(a.prev, was) if was is not None else [None] * rows.size
+    return pl.DataFrame({"doc_id": c.values("doc_id", rows).astype(np.int64), "reason": names(a.rules, now),
+                         "previous_reason": before, SAMPLE_RANK: rows.astype(np.int64)},
+                        schema={"doc_id": pl.Int64, "reason": pl.Utf8, "previous_reason": pl.Utf8,
+                                SAMPLE_RANK: pl.Int64})
+
+
 # --- the page's details -----------------------------------------------------------------------------
 
 
@@ -540,7 +595,10 @@ def _remembered(a: _Ask, by: str | None) -> dict[tuple[Any, str | None], int] | 
     a doc_ids filter)."""
     if a.view not in ("dropped", "kept") or a.ids is not None:
         return None
-    counts = _apply_near(a.r, a.rules, by, code_counts(a.r, _without_near(a.rules), by))
+    c = codes_of(a.r)
+    counts = c.funnel_counts(a.rules, by) if c is not None else None
+    if counts is None:
+        counts = _apply_near(a.r, a.rules, by, code_counts(a.r, _without_near(a.rules), by))
     out: dict[tuple[Any, str | None], int] = {}
     for (group, code), v in counts.items():
         why = None if code is None else a.rules[code].drop_reason
@@ -585,6 +643,9 @@ def documents(run: str | Path | Run, config: Config, *, view: str = "dropped", s
     order = SAMPLE_RANK if ranked else _sample_order(seed)
     if limit == 0:
         return pl.DataFrame(schema=_SCHEMA)
+    found = _in_memory(a) if ranked else None
+    if found is not None:
+        return _details(a, cur, _page_in_memory(a, found, offset, limit), with_text)
     for window in (*SAMPLE_WINDOWS, None):
         sql, windowed = _selection(a, cur, ranked, window)
         page = cur.sql(f"SELECT doc_id, reason, previous_reason{', ' + SAMPLE_RANK if ranked else ''} FROM ({sql}) "
@@ -618,6 +679,9 @@ def document_count(run: str | Path | Run, config: Config, *, view: str = "droppe
         counts = _remembered(a, by)
         if counts is not None:
             return sum(n for (group, _), n in counts.items() if by is None or group == value)
+    found = _in_memory(a)
+    if found is not None:
+        return int(found[1].size)
     cur = a.r.cursor()
     sql, _ = _selection(a, cur, False)
     return int(cur.execute(f"SELECT count(*) FROM ({sql})").fetchall()[0][0])

@@ -70,8 +70,10 @@ class Codes:
         self.pre_memo: OrderedDict = OrderedDict()  # tuple(rules without near's value) -> codes without it
         self.count_memo: OrderedDict = OrderedDict()  # (rules, by) -> funnel counts
         self.hist_memo: OrderedDict = OrderedDict()  # (rules, (stage, signals, bin columns)) -> histogram counts
+        self.inflight: dict[tuple, threading.Event] = {}  # rules -> set when their codes are computed
         self.n = int(run.cursor().execute("SELECT count(*) FROM signals").fetchone()[0])
         self._groups: dict[str, tuple] = {}
+        self._order: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # signal -> its sorted values and their rows
         self._nd_rows: dict[bool, np.ndarray] = {}
         # the table is stored in _sample_rank order (open_run); a scan keeps insertion order, so a column
         # is read without sorting it again, unless the ranks say otherwise
@@ -146,7 +148,28 @@ class Codes:
             return False
         if old.op not in (">=", "<=", "==", "!="):
             return True
+        col = self.column(old.signal)
+        if old.op in (">=", "<=") and col.dictionary is None and col.values.dtype.kind in "iuf":
+            # the rows between the two thresholds, from the column's sorted order: no pass over every row
+            values, rows = self._sorted(old.signal)
+            lo, hi = sorted((old.value, new.value))
+            side = "left" if old.op == ">=" else "right"  # >=: lo <= x < hi differ; <=: lo < x <= hi
+            i0, i1 = np.searchsorted(values, [lo, hi], side=side)
+            mask = np.zeros(self.n, dtype=bool)
+            mask[rows[i0:i1]] = True
+            return mask
         return self.fails(old) != self.fails(new)
+
+    def _sorted(self, signal: str) -> tuple[np.ndarray, np.ndarray]:
+        """(the non-NULL values of a column in ascending order, their rows); made on first use."""
+        with self.lock:
+            if signal not in self._order:
+                col = self.column(signal)
+                rows = np.arange(self.n) if col.valid is None else np.flatnonzero(col.valid)
+                v = col.values[rows]
+                o = np.argsort(v, kind="stable")
+                self._order[signal] = (v[o], rows[o])
+            return self._order[signal]
 
     # --- every rule ---------------------------------------------------------------------------------
 
@@ -243,12 +266,29 @@ class Codes:
         return out
 
     def codes(self, rules: list[Rule]) -> np.ndarray | None:
-        """Each row's code under ``rules`` (near dedup applied); None when SQL must answer."""
+        """Each row's code under ``rules`` (near dedup applied); None when SQL must answer. Computed once
+        when several threads ask at the same time (a move's funnel and histograms): the others wait."""
         key = tuple(rules)
         with self.lock:
             if key in self.memo:
                 self.memo.move_to_end(key)
                 return self.memo[key]
+            wait = self.inflight.get(key)
+            if wait is None:
+                self.inflight[key] = threading.Event()
+        if wait is not None:
+            wait.wait()
+            with self.lock:
+                if key in self.memo:
+                    return self.memo[key]
+            return self.codes(rules)  # the other thread found SQL must answer (or failed): ask again
+        try:
+            return self._codes(rules, key)
+        finally:
+            with self.lock:
+                self.inflight.pop(key).set()
+
+    def _codes(self, rules: list[Rule], key: tuple) -> np.ndarray | None:
         if not self.supports(rules):
             return None
         pre = self._pre(rules)
@@ -442,6 +482,10 @@ class Codes:
         a, b = self.codes(before), self.codes(after)
         if a is None or b is None:
             return None
+        if [x.drop_reason for x in before] == [x.drop_reason for x in after]:  # a threshold move: same codes
+            rows = np.flatnonzero(a != b)
+            name = lambda rules, k: None if k == KEPT else rules[k].drop_reason  # noqa: E731
+            return (rows, [name(before, k) for k in a[rows].tolist()], [name(after, k) for k in b[rows].tolist()])
         names = list(dict.fromkeys(x.drop_reason for x in (*before, *after)))
         ids = {n: i for i, n in enumerate(names)}
         ra = np.array([ids[x.drop_reason] for x in before] + [-1], dtype=np.int64)[a]  # code -1 -> the last: -1
@@ -449,7 +493,6 @@ class Codes:
         rows = np.flatnonzero(ra != rb)
         name = lambda i: None if i < 0 else names[i]  # noqa: E731
         return rows, [name(i) for i in ra[rows].tolist()], [name(i) for i in rb[rows].tolist()]
-
 
     def table(self, rows: np.ndarray, names: list[str]) -> pa.Table:
         """The given rows' columns as Arrow, NULLs as they are in the signals table."""
