@@ -93,9 +93,11 @@ def annotate_doc(doc: Doc, cfg: Config, batch_rules: dict[str, list[Rule]] | Non
     return row, text, minhash
 
 
-def annotate_partition(part: Partition, cfg: Config, run_dir: str | Path, n_buckets: int = 1) -> dict:
+def annotate_partition(part: Partition, cfg: Config, run_dir: str | Path, n_buckets: int = 1,
+                       signals_hash: str | None = None) -> dict:
     """Read, annotate and write one partition; returns its metrics (also written to stats/part-KEY.json).
-    ``n_buckets``: reduce tasks of the near-dedup shuffle (the engine's choice, the same for every partition)."""
+    ``n_buckets``: reduce tasks of the near-dedup shuffle (the engine's choice, the same for every partition);
+    ``signals_hash``: the driver's (recorded with the partition; by default this process's)."""
     layout = RunLayout(Path(run_dir))
     inp = cfg.inputs[part.input_index]
     batch_rules = None
@@ -163,7 +165,7 @@ def annotate_partition(part: Partition, cfg: Config, run_dir: str | Path, n_buck
     write_parquet(pa.table(rejects, schema=REJECTS_SCHEMA), layout.part("rejects", part.key))
     write_json({"key": part.key, "cpu_seconds": {k: round(v, 6) for k, v in clock.items()}}, layout.timing(part.key))
     out = result.to_json()
-    out["signals_hash"] = cfg.signals_hash()
+    out["signals_hash"] = signals_hash or cfg.signals_hash()
     out["fingerprint"] = fingerprint(part)
     out["shuffle_buckets"] = n_buckets
     write_json(out, layout.done(part.key))  # last: marks the partition complete

@@ -188,15 +188,27 @@ class Config:
     def stage(self, name: str) -> Any:
         return getattr(self.stages, name)
 
-    def signals_hash(self) -> str:
-        """Hash of everything that changes stored signals: inputs, ingest, mode and the MinHash signature
-        parameters, and in batch mode the stage thresholds too (a batch run skips the later stages of
-        dropped documents)."""
+    def inputs_hash(self) -> str:
+        """Hash of what a run directory holds a run of: inputs, ingest, mode, and in batch mode the stage
+        thresholds too (a batch run skips the later stages of dropped documents). Another one needs
+        another run directory (or ``--overwrite``)."""
         d = to_dict(self)
         part = {k: d[k] for k in ("inputs", "ingest", "mode")}
-        part["minhash"] = self.stages.near_dedup.signature_params()
         if self.mode == "batch":
             part["stages"] = d["stages"]
+        return hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()[:16]
+
+    def signals_hash(self) -> str:
+        """Hash of everything that changes stored signals: ``inputs_hash`` and every stage's ``VERSION``
+        and ``signal_params`` (the MinHash signature parameters, the language model). A partition
+        annotated under another one is annotated again."""
+        from lab.stages import STAGES
+
+        stages = {}
+        for m in STAGES:
+            params = m.signal_params(getattr(self.stages, m.NAME)) if hasattr(m, "signal_params") else {}
+            stages[m.NAME] = {"version": m.VERSION, **params}
+        part = {"inputs": self.inputs_hash(), "stages": stages}
         return hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()[:16]
 
     def config_hash(self) -> str:

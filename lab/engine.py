@@ -39,6 +39,7 @@ from lab.annotate import annotate_partition
 from lab.config import Config, dumps, to_dict
 from lab.errors import ConfigError
 from lab.io.labels import clear_run
+from lab.io.lock import RunLock
 from lab.io.partitions import Partition, files_of, fingerprint, plan
 from lab.io.run import RunLayout
 from lab.io.schema import REJECTS_SCHEMA, numeric_signals
@@ -224,10 +225,11 @@ def prepare(cfg: Config, *, overwrite: bool = False) -> tuple[RunLayout, list[Pa
     layout = RunLayout(cfg.run_dir)
     if layout.manifest.exists():
         old = read_json(layout.manifest)
-        if old.get("signals_hash") != cfg.signals_hash():
+        # (a run written before inputs_hash existed: its partitions are compared one by one instead)
+        if old.get("inputs_hash", cfg.inputs_hash()) != cfg.inputs_hash():
             if not overwrite:
-                raise ConfigError(f"{layout.root} holds a run of different inputs, ingest or mode (or batch thresholds) (signals hash "
-                                  f"{old.get('signals_hash')} != {cfg.signals_hash()}); choose another name or pass --overwrite")
+                raise ConfigError(f"{layout.root} holds a run of different inputs, ingest or mode (or batch thresholds) (inputs hash "
+                                  f"{old.get('inputs_hash')} != {cfg.inputs_hash()}); choose another name or pass --overwrite")
             clear_run(layout)  # everything but labels/
     elif overwrite and layout.root.exists():
         clear_run(layout)
@@ -238,10 +240,16 @@ def prepare(cfg: Config, *, overwrite: bool = False) -> tuple[RunLayout, list[Pa
 
 
 def run(cfg: Config, *, progress: bool = True, overwrite: bool = False, client: object | None = None) -> dict:
-    """Annotate every partition of ``cfg.inputs`` into ``cfg.run_dir``; returns the manifest."""
+    """Annotate every partition of ``cfg.inputs`` into ``cfg.run_dir``; returns the manifest. The run
+    directory is locked meanwhile (``lab.io.lock``): a second run on it fails at once."""
     if client is None and cfg.engine.scheduler:  # connect before anything is written
         with client_for(cfg) as c:
             return run(cfg, progress=progress, overwrite=overwrite, client=c)
+    with RunLock(cfg.run_dir):
+        return _run(cfg, progress=progress, overwrite=overwrite, client=client)
+
+
+def _run(cfg: Config, *, progress: bool, overwrite: bool, client: object | None) -> dict:
     layout, parts = prepare(cfg, overwrite=overwrite)
     if client is not None and cfg.engine.scheduler:
         _check_run_dir_shared(client, layout)
@@ -466,9 +474,10 @@ def _run_tasks(client, cfg: Config, layout: RunLayout, todo: list[Partition], bu
         print(f"Dask dashboard: {link}", file=sys.stderr)
     futures = {}
     # task keys name the run directory too: two runs on one scheduler never share results
-    run_id = hashlib.blake2b(f"{layout.root.resolve()}|{cfg.signals_hash()}".encode(), digest_size=8).hexdigest()
+    shash = cfg.signals_hash()  # the driver's: what the next run compares each partition with
+    run_id = hashlib.blake2b(f"{layout.root.resolve()}|{shash}".encode(), digest_size=8).hexdigest()
     for part in todo:
-        f = client.submit(annotate_partition, part, cfg, str(layout.root), buckets, key=f"annotate-{run_id}-{part.key}",
+        f = client.submit(annotate_partition, part, cfg, str(layout.root), buckets, shash, key=f"annotate-{run_id}-{part.key}",
                           retries=cfg.engine.retries, pure=False)
         futures[f] = part
     bar = tqdm(total=sum(p.size for p in todo), unit="B", unit_scale=True, desc="annotate", disable=not progress,
@@ -543,6 +552,7 @@ def finish(cfg: Config, layout: RunLayout, parts: list[Partition], *, steps: dic
         "config": to_dict(cfg),
         "config_hash": cfg.config_hash(),
         "signals_hash": cfg.signals_hash(),
+        "inputs_hash": cfg.inputs_hash(),
         "inputs": _inputs_manifest(parts, previous),
         "versions": _versions(),
         "partitions": [{"key": p.key, "source": p.source, "start": p.start, "end": p.end, "bytes": p.size,

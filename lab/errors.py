@@ -3,6 +3,7 @@
 ``ConfigError`` means the user's input (config, paths, flags) is wrong: stop before any work.
 ``ShardError`` means one piece of input cannot be read: quarantine it to ``rejects/`` and go on.
 ``DiskFullError`` means the run's filesystem is full: stop with a clear message (a rerun resumes).
+``RunStateError`` means the run directory is not in a state for this: another run is writing it.
 """
 
 import errno
@@ -14,6 +15,11 @@ class LabError(Exception):
 
 class ConfigError(LabError):
     """Bad configuration or arguments; the message names the key, the value, what is allowed and the fix."""
+
+
+class RunStateError(LabError):
+    """The run directory is not in a state for what was asked (another process is writing it); the
+    message names what holds it and what to do."""
 
 
 class ShardError(LabError):

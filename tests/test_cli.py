@@ -108,3 +108,26 @@ def test_ctrl_c_prints_one_line_and_the_rerun_resumes(tmp_path):
     assert "rerun the same command to resume" in line and f"of {tmp_path}/runs/i complete" in line
     r = cli("run", "--config", str(tmp_path / "c.yaml"), "--no-progress")
     assert r.returncode == 0 and "400 documents" in r.stdout, r.stderr
+
+
+def test_two_runs_on_one_directory_the_second_fails_at_once_naming_the_first(tmp_path):
+    import random
+
+    rng = random.Random(3)
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps({"id": str(i), "text": sample.english_doc(rng)}) + "\n"
+                                               for i in range(40)))
+    (tmp_path / "c.yaml").write_text(f"name: two\noutput_dir: {tmp_path}/runs\ninputs: [{{path: {tmp_path}/in.jsonl}}]\n"
+                                     "engine: {n_workers: 1}\n")
+    cmd = [sys.executable, "-m", "lab.cli", "run", "--config", str(tmp_path / "c.yaml"), "--no-progress"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    codes = [p.returncode for p in procs]
+    assert sorted(codes) == [0, 2], outs
+    winner, loser = (0, 1) if codes[0] == 0 else (1, 0)
+    err = outs[loser][1]
+    assert f"is being written by another run (process {procs[winner].pid} on " in err and "Traceback" not in err, err
+    assert outs[loser][0] == ""  # refused before any work: no report
+    assert "40 documents" in outs[winner][0]
+    assert (tmp_path / "runs" / "two" / ".lock").read_bytes() == b""
+    r = cli("run", "--config", str(tmp_path / "c.yaml"), "--no-progress")  # free again: the rerun reuses it
+    assert r.returncode == 0, r.stderr

@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from lab import config
-from lab.config import Config, InputConfig
+from lab.config import Config, InputConfig, build
 from lab.errors import ConfigError
 
 
@@ -29,6 +29,22 @@ percentiles:
     again = config.loads(config.dumps(cfg))
     assert again == cfg
     assert again.config_hash() == cfg.config_hash()
+
+
+def test_a_stage_version_or_signal_parameter_changes_the_signals_hash_not_the_inputs(monkeypatch):
+    from lab.stages import gopher_quality, language
+
+    a = Config(inputs=(InputConfig("x"),))
+    signals, inputs = a.signals_hash(), a.inputs_hash()
+    monkeypatch.setattr(gopher_quality, "VERSION", gopher_quality.VERSION + 1)
+    assert a.signals_hash() != signals and a.inputs_hash() == inputs
+    monkeypatch.undo()
+    assert a.signals_hash() == signals
+    monkeypatch.setattr(language, "signal_params", lambda cfg: {"model": "another model"})
+    assert a.signals_hash() != signals and a.inputs_hash() == inputs
+    monkeypatch.undo()
+    bands = build(Config, {"inputs": [{"path": "x"}], "stages": {"near_dedup": {"bands": 16}}})
+    assert bands.signals_hash() != signals and bands.inputs_hash() == inputs
 
 
 def test_threshold_change_keeps_signals_hash():

@@ -133,6 +133,24 @@ def test_rerun_is_idempotent_and_reuses_partitions(synthetic, one_worker_run):
     assert before == {p: p.stat().st_mtime_ns for p in one_worker_run.rglob("part-*.parquet")}
 
 
+def test_a_stage_version_bump_annotates_again(synthetic, tmp_path, monkeypatch):
+    # a stage whose code or word list changed (its VERSION bumped) makes every stored signal stale: the
+    # rerun annotates every partition again, in the same run directory, and gives the same outputs here
+    from lab.stages import gopher_quality
+
+    cfg = config(synthetic, tmp_path, "bump")
+    first = engine.run(cfg, progress=False)
+    before = {str(p.relative_to(cfg.run_dir)): p.read_bytes() for p in Path(cfg.run_dir).glob("signals/part-*.parquet")}
+    monkeypatch.setattr(gopher_quality, "VERSION", gopher_quality.VERSION + 1)
+    m = engine.run(cfg, progress=False)
+    assert m["last_run"]["partitions_run"] == len(m["partitions"]) > 0 and m["signals_hash"] != first["signals_hash"]
+    assert m["inputs_hash"] == first["inputs_hash"]
+    after = {str(p.relative_to(cfg.run_dir)): p.read_bytes() for p in Path(cfg.run_dir).glob("signals/part-*.parquet")}
+    assert after == before  # the same code under another version: the same signals
+    again = engine.run(cfg, progress=False)  # and now they are current
+    assert again["last_run"]["partitions_run"] == 0
+
+
 def test_batch_mode_keeps_the_same_documents(synthetic, one_worker_run, tmp_path):
     cfg = config(synthetic, tmp_path, "batch", mode="batch")
     engine.run(cfg, progress=False)

@@ -230,7 +230,7 @@ def clear_run(layout: RunLayout) -> None:
     if not layout.root.is_dir():
         return
     for p in layout.root.iterdir():
-        if p.name == layout.labels.name:
+        if p.name in (layout.labels.name, ".lock"):  # judgements kept; the lock held by this run stays
             continue
         if p.is_dir() and not p.is_symlink():
             shutil.rmtree(p)

@@ -7,6 +7,9 @@ Every stage module has the same small surface:
   ``enabled`` switches its rules off (signals are still computed: thresholds move later);
 - ``SIGNALS``: ``{column: pyarrow type}`` of the signal columns it adds to ``signals/``;
 - ``signals(text) -> dict``: pure, one document, no thresholds involved;
+- ``VERSION``: bumped when ``signals`` gives other values (code, word lists); with the optional
+  ``signal_params(cfg) -> dict`` (config fields or model files the signals depend on) it is part of
+  the run's signals hash, so a rerun recomputes the signals a change made stale;
 - ``rules(cfg) -> list[Rule]``: what a kept document satisfies, as data.
 
 Transform stages (``pii``) also have ``scrub(text) -> str``.

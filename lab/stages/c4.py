@@ -30,6 +30,7 @@ from lab.stages.fields import knob
 from lab.stages.text import sentences
 
 NAME = "c4"
+VERSION = 1  # bump when signals() (or what it reads: word lists, models) gives other values
 SOURCE = "C4 (Raffel et al. 2020)"
 MAX_WORD_LENGTH = 1000  # characters
 MIN_WORDS_PER_LINE = 3

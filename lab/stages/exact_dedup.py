@@ -20,6 +20,7 @@ from lab.rules import Rule
 from lab.stages.fields import knob
 
 NAME = "exact_dedup"
+VERSION = 1  # bump when signals() (or what it reads: word lists, models) gives other values
 SOURCE = "corpus-lab (normalized-content hash; the lowest doc_id of each group is kept)"
 _WS = re.compile(r"\s+")
 

@@ -17,6 +17,7 @@ from lab.rules import Rule
 from lab.stages.fields import knob
 
 NAME = "extract"
+VERSION = 1  # bump when signals() (or what it reads: word lists, models) gives other values
 SOURCE = "corpus-lab (some text left after resiliparse extraction)"
 
 

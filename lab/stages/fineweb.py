@@ -24,6 +24,7 @@ from lab.stages.fields import knob
 from lab.stages.text import TERMINAL_PUNCTUATION, words
 
 NAME = "fineweb"
+VERSION = 1  # bump when signals() (or what it reads: word lists, models) gives other values
 SOURCE = "FineWeb (Penedo et al. 2024), datatrove FineWebQualityFilter default"
 SHORT_LINE_LENGTH = 30  # characters; a line this long or shorter is short
 

@@ -27,6 +27,7 @@ from lab.stages.fields import knob
 from lab.stages.text import SYMBOLS, words
 
 NAME = "gopher_quality"
+VERSION = 1  # bump when signals() (or what it reads: word lists, models) gives other values
 SOURCE = "Gopher (Rae et al. 2021)"
 STOP_WORDS = frozenset({"the", "be", "to", "of", "and", "that", "have", "with"})
 

