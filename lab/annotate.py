@@ -94,10 +94,11 @@ def annotate_doc(doc: Doc, cfg: Config, batch_rules: dict[str, list[Rule]] | Non
 
 
 def annotate_partition(part: Partition, cfg: Config, run_dir: str | Path, n_buckets: int = 1,
-                       signals_hash: str | None = None) -> dict:
+                       signals_hash: str | None = None, fp: dict | None = None) -> dict:
     """Read, annotate and write one partition; returns its metrics (also written to stats/part-KEY.json).
     ``n_buckets``: reduce tasks of the near-dedup shuffle (the engine's choice, the same for every partition);
-    ``signals_hash``: the driver's (recorded with the partition; by default this process's)."""
+    ``signals_hash`` and ``fp`` (its ``fingerprint``): the driver's, recorded with the partition (by default
+    computed here)."""
     layout = RunLayout(Path(run_dir))
     inp = cfg.inputs[part.input_index]
     batch_rules = None
@@ -166,7 +167,7 @@ def annotate_partition(part: Partition, cfg: Config, run_dir: str | Path, n_buck
     write_json({"key": part.key, "cpu_seconds": {k: round(v, 6) for k, v in clock.items()}}, layout.timing(part.key))
     out = result.to_json()
     out["signals_hash"] = signals_hash or cfg.signals_hash()
-    out["fingerprint"] = fingerprint(part)
+    out["fingerprint"] = fp or fingerprint(part)
     out["shuffle_buckets"] = n_buckets
     write_json(out, layout.done(part.key))  # last: marks the partition complete
     out["cpu_seconds"] = clock

@@ -40,7 +40,7 @@ from lab.config import Config, dumps, to_dict
 from lab.errors import ConfigError
 from lab.io.labels import clear_run
 from lab.io.lock import RunLock
-from lab.io.partitions import Partition, files_of, fingerprint, plan
+from lab.io.partitions import Partition, content_hash, files_of, fingerprint, plan
 from lab.io.run import RunLayout
 from lab.io.schema import REJECTS_SCHEMA, numeric_signals
 from lab.io.writers import read_json, write_json, write_parquet, write_text
@@ -134,24 +134,15 @@ def _check_run_dir_shared(client, layout: RunLayout) -> None:
                           "put --output-dir on a filesystem every worker mounts at the same path")
 
 
-def _file_hash(path: str) -> str:
-    h = hashlib.blake2b(digest_size=16)
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _inputs_manifest(parts: list[Partition], previous: list[dict]) -> list[dict]:
-    """path, bytes, mtime and hash of every input file; hashes of unchanged files are carried over."""
-    known = {(i["path"], i["bytes"], i.get("mtime_ns")): i["blake2b"] for i in previous}
+def _inputs_manifest(parts: list[Partition], hashes: dict[str, str]) -> list[dict]:
+    """path, bytes, mtime and content hash of every input file (hashed once per run, ``fingerprint``)."""
     seen: dict[str, dict] = {}
     for p in parts:
         for f in files_of(p):
             if f not in seen:
                 st = os.stat(f)
-                h = known.get((f, st.st_size, st.st_mtime_ns)) or _file_hash(f)
-                seen[f] = {"path": f, "bytes": st.st_size, "mtime_ns": st.st_mtime_ns, "blake2b": h}
+                h = hashes.get(f) or content_hash(f)
+                seen[f] = {"path": f, "bytes": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": h}
     return [seen[k] for k in sorted(seen)]
 
 
@@ -172,13 +163,13 @@ def n_buckets(cfg: Config, parts: list[Partition]) -> int:
     return cfg.stages.near_dedup.shuffle_buckets or max(len(parts), 1)
 
 
-def _complete(layout: RunLayout, part: Partition, signals_hash: str, buckets: int) -> bool:
+def _complete(layout: RunLayout, part: Partition, signals_hash: str, buckets: int, fp: dict) -> bool:
     p = layout.done(part.key)
     if not p.exists():
         return False
     d = read_json(p)
     return (d.get("signals_hash") == signals_hash and not d.get("quarantined")
-            and d.get("fingerprint") == fingerprint(part) and d.get("shuffle_buckets") == buckets)
+            and d.get("fingerprint") == fp and d.get("shuffle_buckets") == buckets)
 
 
 def _remove_stale(layout: RunLayout, parts: list[Partition]) -> None:
@@ -194,7 +185,7 @@ def _remove_stale(layout: RunLayout, parts: list[Partition]) -> None:
                 f.unlink()
 
 
-def _quarantine(layout: RunLayout, part: Partition, cfg: Config, error: BaseException) -> dict:
+def _quarantine(layout: RunLayout, part: Partition, cfg: Config, error: BaseException, fp: dict) -> dict:
     reason = f"partition failed after {cfg.engine.retries} retries: {type(error).__name__}: {error}"
     import pyarrow as pa
 
@@ -205,7 +196,7 @@ def _quarantine(layout: RunLayout, part: Partition, cfg: Config, error: BaseExce
         layout.part(kind, part.key).unlink(missing_ok=True)
     write_parquet(pa.table(rec, schema=REJECTS_SCHEMA), layout.part("rejects", part.key))
     out = {"key": part.key, "docs": 0, "bytes": 0, "rejected": 1, "rejected_bytes": part.size, "stats": {},
-           "signals_hash": cfg.signals_hash(), "fingerprint": fingerprint(part), "quarantined": True, "error": reason}
+           "signals_hash": cfg.signals_hash(), "fingerprint": fp, "quarantined": True, "error": reason}
     write_json(out, layout.done(part.key))
     return out
 
@@ -255,7 +246,9 @@ def _run(cfg: Config, *, progress: bool, overwrite: bool, client: object | None)
         _check_run_dir_shared(client, layout)
     shash = cfg.signals_hash()
     buckets = n_buckets(cfg, parts)
-    todo = [p for p in parts if not _complete(layout, p, shash, buckets)]
+    hashes: dict[str, str] = {}  # every input file's content hash, read once per run
+    fps = {p.key: fingerprint(p, hashes) for p in parts}
+    todo = [p for p in parts if not _complete(layout, p, shash, buckets, fps[p.key])]
     started = time.time()
     dedup_state = _dedup_state(cfg, layout, parts, buckets)
     steps = {"annotate": {"partitions_run": len(todo), "partitions_reused": len(parts) - len(todo)},
@@ -265,17 +258,17 @@ def _run(cfg: Config, *, progress: bool, overwrite: bool, client: object | None)
             or not _tokens_current(cfg, layout)):
         if client is None:
             with client_for(cfg) as c:
-                _run_all(c, cfg, layout, parts, todo, buckets, steps, progress=progress)
+                _run_all(c, cfg, layout, parts, todo, buckets, steps, fps, progress=progress)
         else:
-            _run_all(client, cfg, layout, parts, todo, buckets, steps, progress=progress)
-    return finish(cfg, layout, parts, steps=steps, seconds=time.time() - started)
+            _run_all(client, cfg, layout, parts, todo, buckets, steps, fps, progress=progress)
+    return finish(cfg, layout, parts, steps=steps, seconds=time.time() - started, hashes=hashes)
 
 
 def _run_all(client, cfg: Config, layout: RunLayout, parts: list[Partition], todo: list[Partition], buckets: int,
-             steps: dict, *, progress: bool) -> None:
+             steps: dict, fps: dict[str, dict], *, progress: bool) -> None:
     """Every step whose inputs changed; ``steps`` records what each step did (run or reused)."""
     if todo:
-        _run_tasks(client, cfg, layout, todo, buckets, progress=progress)
+        _run_tasks(client, cfg, layout, todo, buckets, fps, progress=progress)
     if _run_dedup(client, cfg, layout, parts, buckets, progress=progress):
         steps["near_dedup"] = "computed"
     steps.update(_run_tokenize(client, cfg, layout, parts, progress=progress))
@@ -463,7 +456,8 @@ def _run_dedup(client, cfg: Config, layout: RunLayout, parts: list[Partition], b
     return True
 
 
-def _run_tasks(client, cfg: Config, layout: RunLayout, todo: list[Partition], buckets: int, *, progress: bool) -> None:
+def _run_tasks(client, cfg: Config, layout: RunLayout, todo: list[Partition], buckets: int, fps: dict[str, dict], *,
+               progress: bool) -> None:
     from distributed import as_completed
     from tqdm import tqdm
 
@@ -477,7 +471,8 @@ def _run_tasks(client, cfg: Config, layout: RunLayout, todo: list[Partition], bu
     shash = cfg.signals_hash()  # the driver's: what the next run compares each partition with
     run_id = hashlib.blake2b(f"{layout.root.resolve()}|{shash}".encode(), digest_size=8).hexdigest()
     for part in todo:
-        f = client.submit(annotate_partition, part, cfg, str(layout.root), buckets, shash, key=f"annotate-{run_id}-{part.key}",
+        f = client.submit(annotate_partition, part, cfg, str(layout.root), buckets, shash, fps[part.key],
+                          key=f"annotate-{run_id}-{part.key}",
                           retries=cfg.engine.retries, pure=False)
         futures[f] = part
     bar = tqdm(total=sum(p.size for p in todo), unit="B", unit_scale=True, desc="annotate", disable=not progress,
@@ -492,7 +487,7 @@ def _run_tasks(client, cfg: Config, layout: RunLayout, todo: list[Partition], bu
                     if not isinstance(error, DiskFullError):
                         error = DiskFullError.writing(error.filename or layout.root)
                     raise error
-                out = _quarantine(layout, part, cfg, error)
+                out = _quarantine(layout, part, cfg, error, fps[part.key])
                 bar.write(f"quarantined partition {part.key} ({part.source}): {out['error']}")
             else:
                 docs += fut.result()["docs"]
@@ -521,10 +516,10 @@ def merge_stats(layout: RunLayout, parts: list[Partition]) -> tuple[list[dict], 
     return done, totals
 
 
-def finish(cfg: Config, layout: RunLayout, parts: list[Partition], *, steps: dict, seconds: float = 0.0) -> dict:
+def finish(cfg: Config, layout: RunLayout, parts: list[Partition], *, steps: dict, seconds: float = 0.0,
+           hashes: dict[str, str] | None = None) -> dict:
     """Merge every partition's metrics and statistics partials (in partition order) into the manifest."""
     _sweep_temporary(layout.root)  # every task is over: a killed worker's unfinished files
-    previous = read_json(layout.manifest).get("inputs", []) if layout.manifest.exists() else []
     done, totals = merge_stats(layout, parts)
     cpu: dict[str, float] = {}
     for p in parts:
@@ -553,7 +548,7 @@ def finish(cfg: Config, layout: RunLayout, parts: list[Partition], *, steps: dic
         "config_hash": cfg.config_hash(),
         "signals_hash": cfg.signals_hash(),
         "inputs_hash": cfg.inputs_hash(),
-        "inputs": _inputs_manifest(parts, previous),
+        "inputs": _inputs_manifest(parts, hashes or {}),
         "versions": _versions(),
         "partitions": [{"key": p.key, "source": p.source, "start": p.start, "end": p.end, "bytes": p.size,
                         "docs": d["docs"], "rejected": d["rejected"], "dropped": by_part.get(p.key, {}),

@@ -133,6 +133,34 @@ def test_rerun_is_idempotent_and_reuses_partitions(synthetic, one_worker_run):
     assert before == {p: p.stat().st_mtime_ns for p in one_worker_run.rglob("part-*.parquet")}
 
 
+def test_an_input_rewritten_with_the_same_size_and_mtime_is_read_again(tmp_path):
+    import json
+    import random
+
+    src = tmp_path / "in"
+    src.mkdir()
+    rng = random.Random(7)
+    for k in range(3):
+        (src / f"{k}.jsonl").write_text("".join(json.dumps({"id": f"{k}-{i}", "text": sample.english_doc(rng)}) + "\n"
+                                                for i in range(10)))
+    cfg = config(src, tmp_path / "runs", "same")
+    engine.run(cfg, progress=False)
+    f = src / "1.jsonl"
+    st = f.stat()
+    old = f.read_text()
+    new = old.replace(" the ", " THE ", 1)  # same size, other bytes
+    assert new != old and len(new) == len(old)
+    f.write_text(new)
+    os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (f.stat().st_size, f.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+    m = engine.run(cfg, progress=False)
+    assert m["last_run"]["partitions_run"] == 1 and m["last_run"]["partitions_reused"] == 2
+    texts = query.document_texts(cfg.run_dir, query.signal_rows(cfg.run_dir, ["doc_id"])["doc_id"].to_list())
+    assert any(" THE " in t for t in texts.values())
+    sha = {i["path"]: i["sha256"] for i in m["inputs"]}
+    assert sha[str(f)] == __import__("hashlib").sha256(new.encode()).hexdigest()
+
+
 def test_a_stage_version_bump_annotates_again(synthetic, tmp_path, monkeypatch):
     # a stage whose code or word list changed (its VERSION bumped) makes every stored signal stale: the
     # rerun annotates every partition again, in the same run directory, and gives the same outputs here

@@ -20,6 +20,7 @@ reader reports it to ``rejects/``. Hidden files and directories (``.name``) are 
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -276,14 +277,29 @@ def files_of(part: Partition) -> list[str]:
     return [os.path.join(part.path, f) for f in part.files] if part.files else [part.path]
 
 
-def fingerprint(part: Partition) -> dict:
-    """What a partition covers: its place in the input and the size and mtime of its files.
+def content_hash(path: str) -> str:
+    """SHA-256 of a file's bytes, read in 1 MiB blocks (~1.2 GB/s with the CPU's SHA instructions)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def fingerprint(part: Partition, hashes: dict[str, str] | None = None) -> dict:
+    """What a partition covers: its place in the input and the size and content hash of its files.
 
     A completed partition is reused only when its fingerprint is unchanged, so an input file that
-    was added, removed, grown or rewritten is read again.
+    was added, removed, grown or rewritten is read again, even with the same size and modification
+    time. ``hashes``: path -> ``content_hash`` known so far in this run (filled in), so that a file
+    split into many partitions is read once.
     """
     files = []
     for f in files_of(part):
-        st = os.stat(f)
-        files.append([f, st.st_size, st.st_mtime_ns])
+        h = hashes.get(f) if hashes is not None else None
+        if h is None:
+            h = content_hash(f)
+            if hashes is not None:
+                hashes[f] = h
+        files.append([f, os.stat(f).st_size, h])
     return {"format": part.format, "source": part.source, "start": part.start, "end": part.end, "files": files}
