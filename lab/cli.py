@@ -171,12 +171,30 @@ def cmd_clusters(args: argparse.Namespace) -> int:
     run_dir = _run_dir(args.run)
     with pl.Config(tbl_rows=500, tbl_width_chars=180, float_precision=3, fmt_str_lengths=60):
         if args.show is not None:
-            print(query.cluster_members(run_dir, args.show, args.threshold).drop("text", "content_hash"))
+            members = query.cluster_members(run_dir, args.show, args.threshold)
+            if not members.height:
+                raise ConfigError(f"--show {args.show}: no cluster with that id at Jaccard >= {args.threshold:.2f}; "
+                                  "list them with `corpus-lab clusters RUN` (the cluster_id column)")
+            print(_members_text(members, args.show, args.threshold))
             return 0
         n = query.cluster_count(run_dir, args.threshold)
         print(f"{n['clusters']} clusters of {n['documents']} documents at Jaccard >= {args.threshold:.2f}")
         print(query.clusters(run_dir, args.threshold, sort=args.sort, offset=args.offset, limit=args.limit))
     return 0
+
+
+def _members_text(members, cluster_id: int, threshold: float, chars: int = 160) -> str:
+    """A cluster's members, each with where it comes from, what happens to it and the start of its text."""
+    kept = sum(s == "kept" for s in members["status"])
+    out = [f"cluster {cluster_id} at Jaccard >= {threshold:.2f}: {members.height} members, {kept} kept"]
+    for d in members.iter_rows(named=True):
+        why = d["status"] + (f" ({d['reason']})" if d["reason"] else "")
+        out.append(f"\ndoc {d['doc_id']} · {d['source']} @ {d['locator']} · {d['lang'] or '-'} · {d['bytes']:,} bytes · {why}")
+        if d["url"]:
+            out.append(f"  url  {d['url']}")
+        text = " ".join((d["text"] or "").split())
+        out.append(f"  text {text[:chars]}{'…' if len(text) > chars else ''}")
+    return "\n".join(out)
 
 
 def cmd_verify_tokens(args: argparse.Namespace) -> int:
@@ -203,10 +221,16 @@ def cmd_fertility(args: argparse.Namespace) -> int:
     sizes = tuple(int(v) for v in args.vocab_sizes.split(","))
     table = fertility.compare(run_dir, cfg, vocab_sizes=sizes, d_model=args.d_model, held_out=args.held_out)
     fertility.write(run_dir, table)
-    with pl.Config(tbl_rows=100, tbl_width_chars=180, float_precision=3, fmt_str_lengths=40):
-        print(table.filter(pl.col("group_by") == "all").select(
-            "candidate", "vocab_size", "embedding_params", "tokens", "tokens_per_word", "bytes_per_token",
-            "continued_words"))
+    every = table.filter(pl.col("group_by") == "all")
+    with pl.Config(tbl_rows=100, tbl_width_chars=180, float_precision=3, fmt_str_lengths=40,
+                   tbl_hide_dataframe_shape=True):
+        print(every.select("candidate", "vocab_size", "embedding_params", "tokens", "tokens_per_word",
+                           "bytes_per_token", "continued_words"))
+    notes = [(c, n) for c, n in zip(every["candidate"], every["note"]) if n]
+    if notes:  # why rows are alike (a vocabulary the sample could not fill) or empty (a candidate skipped)
+        print("notes:")
+        for c, n in notes:
+            print(f"  {c}: {n}")
     print(f"written: {run_dir}/stats/fertility.json and .parquet (lab.query.fertility_comparison)")
     return 0
 

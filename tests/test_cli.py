@@ -43,6 +43,12 @@ def test_run_then_funnel_with_other_thresholds(tmp_path):
     assert "shape:" not in r3.stdout and "…" not in r3.stdout and "docs_retention" in r3.stdout  # nothing hidden
     r4 = cli("clusters", str(tmp_path / "runs" / "t"))
     assert r4.returncode == 0 and "1 clusters of 2 documents at Jaccard >= 0.80" in r4.stdout, r4.stderr
+    cid = query.clusters(tmp_path / "runs" / "t", 0.8)["cluster_id"][0]
+    r6 = cli("clusters", str(tmp_path / "runs" / "t"), "--show", str(cid))
+    assert r6.returncode == 0 and "2 members, 1 kept" in r6.stdout, r6.stderr
+    assert "in.jsonl @ 0 · en" in r6.stdout and "  text " + " ".join(docs[0]["text"].split())[:60] in r6.stdout
+    r7 = cli("clusters", str(tmp_path / "runs" / "t"), "--show", "12345")
+    assert r7.returncode == 2 and "no cluster with that id" in r7.stderr
     r5 = cli("clusters", str(tmp_path / "runs" / "t"), "--threshold", "0.83")
     assert r5.returncode == 2 and "threshold=0.83 is not allowed" in r5.stderr and "0.80, 0.85" in r5.stderr
 

@@ -191,6 +191,11 @@ def test_fertility_command_writes_the_table_lab_query_reads(run):
     t = query.fertility_comparison(run_dir)
     assert set(t["candidate"]) >= {"bpe-300", "bpe-500", "cl100k_base", "o200k_base"}
     assert t.equals(fertility.read(run_dir))
+    assert "shape:" not in r.stdout
+    every = t.filter(t["group_by"] == "all")
+    for c, note in zip(every["candidate"], every["note"]):  # why a row is empty or like another, said under the table
+        if note:
+            assert f"  {c}: {note}" in r.stdout
 
 
 def test_skipped_reference_is_a_row_with_its_reason(run):

@@ -995,7 +995,7 @@ def cluster_members(run: str | Path | Run, cluster_id: int, threshold: float = 0
                     config: Config | None = None) -> pl.DataFrame:
     """The documents of one cluster at a grid ``threshold``, with their text, ordered by doc_id.
 
-    Columns: doc_id, source, lang, bytes, content_hash, url, text, status (``member_status``: kept,
+    Columns: doc_id, source, locator, lang, bytes, content_hash, url, text, status (``member_status``: kept,
     dropped by near_dedup, dropped earlier by <stage>, dropped later by <stage>) and reason (the drop
     reason, ``stage.reason``; null when kept) under ``config`` (by default the run's own). The member
     marked kept is the one ``drop_reasons`` keeps. An id that is no cluster at this threshold: no rows.
@@ -1010,7 +1010,7 @@ def cluster_members(run: str | Path | Run, cluster_id: int, threshold: float = 0
     reason = _reason_of(rules) if rules else "NULL::VARCHAR"
     codes = _member_codes(r, cur, rules, col, cluster_id, extra=["source", "lang"])
     return cur.sql(
-        f"SELECT m.doc_id, m.source, m.lang, m.bytes, m.content_hash, d.url, d.text, {status} AS status, "
+        f"SELECT m.doc_id, m.source, d.locator, m.lang, m.bytes, m.content_hash, d.url, d.text, {status} AS status, "
         f"{reason} AS reason FROM ({codes}) m JOIN docs d USING (doc_id) ORDER BY m.doc_id").pl()
 
 
