@@ -3,6 +3,7 @@
     corpus-lab run [--config FILE] [--scheduler ADDRESS] [--workers N] [--dry-run] ...
     corpus-lab funnel RUN_DIR [--config FILE] [--by lang|source]
     corpus-lab labels RUN_DIR [--config FILE] [--export PATH] [--compact]
+    corpus-lab reference
     corpus-lab sample [--force]
 
 ``run`` with no ``--config`` builds the embedded sample (once, under ``data/sample/``) and runs
@@ -16,7 +17,7 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from lab.config import Config, EngineConfig, InputConfig, build, dumps, load
+from lab.config import Config, EngineConfig, InputConfig, build, load
 from lab.errors import ConfigError, LabError
 from lab.io.run import RunLayout
 
@@ -63,7 +64,9 @@ def _print_funnel(df) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     cfg = _resolve(args)
     if args.dry_run:
-        print(dumps(cfg), end="")
+        from lab import reference
+
+        print(reference.commented(cfg), end="")
         return 0
     from lab import engine, query
 
@@ -235,6 +238,13 @@ def cmd_fertility(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reference(args: argparse.Namespace) -> int:
+    from lab import reference
+
+    print(reference.markdown(), end="")
+    return 0
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     run_dir = _run_dir(args.run)
     from apps import dashboard
@@ -263,7 +273,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--mode", choices=("explore", "batch"), help="explore: every signal; batch: stop at the first failing stage")
     r.add_argument("--scheduler", help="address of an existing Dask scheduler, e.g. tcp://127.0.0.1:8786")
     r.add_argument("--workers", type=int, help="LocalCluster worker processes (default: one per core)")
-    r.add_argument("--dry-run", action="store_true", help="print the resolved config and exit")
+    r.add_argument("--dry-run", action="store_true", help="print the resolved config, each key with its meaning, and exit")
     r.add_argument("--overwrite", action="store_true", help="replace an existing run of different inputs")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")
     r.set_defaults(func=cmd_run)
@@ -320,6 +330,9 @@ def parser() -> argparse.ArgumentParser:
     sv.add_argument("--basic-auth", help="a password, or a JSON file of user: password, required to open the page "
                                          "(use it when serving beyond localhost)")
     sv.set_defaults(func=cmd_serve)
+
+    rf = sub.add_parser("reference", help="every config key: type, default and meaning (Markdown)")
+    rf.set_defaults(func=cmd_reference)
 
     s = sub.add_parser("sample", help="build the embedded sample corpus under data/sample/")
     s.add_argument("--force", action="store_true", help="rebuild even if it exists")

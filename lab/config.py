@@ -150,7 +150,7 @@ PACKINGS = ("pad", "concat", "best_fit")
 class PackConfig:
     """How kept documents become training sequences (materialize, DESIGN §8)."""
 
-    strategy: Literal["pad", "concat", "best_fit"] = "best_fit"
+    strategy: Literal["pad", "concat", "best_fit"] = "best_fit"  # pad: one document per sequence; concat: split across; best_fit: whole documents packed
     seq_len: int = 2048  # tokens per training sequence
     val_fraction: float = 0.01  # documents held out for validation (by document, never split)
     shuffle_seed: int = 0  # the global document shuffle
@@ -168,10 +168,10 @@ class Config:
     name: str = "sample"  # the run's directory name under output_dir
     output_dir: str = "runs"  # where run directories are written
     mode: Literal["explore", "batch"] = "explore"  # explore: every signal of every doc; batch: stop at the first failing stage
-    inputs: tuple[InputConfig, ...] = ()
+    inputs: tuple[InputConfig, ...] = ()  # the corpus: one entry per file, directory or glob
     ingest: IngestConfig = field(default_factory=IngestConfig)
     stages: StagesConfig = field(default_factory=StagesConfig)
-    percentiles: tuple[PercentileRule, ...] = ()
+    percentiles: tuple[PercentileRule, ...] = ()  # drop a share of the documents by a signal's global quantile (explore mode)
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
     pack: PackConfig = field(default_factory=PackConfig)
     engine: EngineConfig = field(default_factory=EngineConfig)

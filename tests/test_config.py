@@ -97,8 +97,40 @@ def test_cli_dry_run_prints_resolved_config_and_rejects_bad_keys(tmp_path):
     out = subprocess.run([sys.executable, "-m", "lab.cli", "run", "--config", str(p), "--dry-run"],
                          capture_output=True, text=True, check=True).stdout
     assert config.loads(out) == config.load(p)
-    assert "max_short_line_ratio: 0.5" in out
+    assert "max_short_line_ratio: 0.5  # " in out and "(default 0.67)" in out.split("max_short_line_ratio: 0.5")[1].split("\n")[0]
+    assert "  max_pii: -1  # " in out and "no limit" in out.split("  max_pii: -1")[1].split("\n")[0]
     p.write_text("name: dry\nstages: {fineweb: {short_lines: 0.5}}\n")
     r = subprocess.run([sys.executable, "-m", "lab.cli", "run", "--config", str(p), "--dry-run"],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "unknown key 'short_lines'" in r.stderr and "max_short_line_ratio" in r.stderr
+
+
+def test_the_reference_gives_every_key_a_meaning_and_the_commented_dump_loads_back():
+    from lab import reference
+
+    es = reference.entries()
+    keys = {e.key for e in es}
+
+    def flat(d, prefix=""):
+        for k, v in d.items():
+            if isinstance(v, dict):
+                yield from flat(v, f"{prefix}{k}.")
+            else:
+                yield prefix + k
+
+    assert set(flat(config.to_dict(Config()))) <= keys  # every key of a config is in the reference
+    assert {"inputs[].path", "percentiles[].signal", "stages.pii.max_pii", "engine.memory_limit",
+            "stages.near_dedup.shuffle_buckets", "pack.val_fraction"} <= keys
+    assert [e.key for e in es if not e.meaning] == []
+    gq = next(e for e in es if e.key == "stages.gopher_quality.min_words")
+    assert gq.default == 50 and "Unit: words" in gq.meaning and "Gopher" in gq.meaning
+    table = reference.markdown()
+    assert table.count("\n") == len(es) + 2 and "| `engine.memory_limit` | str | `auto` |" in table
+    cfg = build(Config, {"name": "x", "inputs": [{"path": "a b.jsonl", "format": "jsonl"}, {"path": "c"}],
+                         "percentiles": [{"stage": "fineweb", "signal": "fw_line_punct_ratio", "drop_lowest": 5}],
+                         "stages": {"language": {"keep": ["en", "de"]}, "near_dedup": {"threshold": 0.7}},
+                         "engine": {"scheduler": "tcp://127.0.0.1:8786"}})
+    text = reference.commented(cfg)
+    assert config.loads(text) == cfg  # loadable as it is
+    line = next(x for x in text.splitlines() if x.strip().startswith("threshold: 0.7"))
+    assert "Jaccard" in line and "(default 0.8)" in line
