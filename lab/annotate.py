@@ -21,7 +21,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
@@ -93,12 +93,17 @@ def annotate_doc(doc: Doc, cfg: Config, batch_rules: dict[str, list[Rule]] | Non
     return row, text, minhash
 
 
+REPORT_EVERY_S = 0.5  # how often a partition reports the input it has read (``report``)
+
+
 def annotate_partition(part: Partition, cfg: Config, run_dir: str | Path, n_buckets: int = 1,
-                       signals_hash: str | None = None, fp: dict | None = None) -> dict:
+                       signals_hash: str | None = None, fp: dict | None = None,
+                       report: Callable[[int], None] | None = None) -> dict:
     """Read, annotate and write one partition; returns its metrics (also written to stats/part-KEY.json).
     ``n_buckets``: reduce tasks of the near-dedup shuffle (the engine's choice, the same for every partition);
     ``signals_hash`` and ``fp`` (its ``fingerprint``): the driver's, recorded with the partition (by default
-    computed here)."""
+    computed here); ``report(n)``: called about every ``REPORT_EVERY_S`` with the input bytes read since
+    the last call (a progress bar that moves within a partition)."""
     layout = RunLayout(Path(run_dir))
     inp = cfg.inputs[part.input_index]
     batch_rules = None
@@ -117,7 +122,13 @@ def annotate_partition(part: Partition, cfg: Config, run_dir: str | Path, n_buck
     result = PartitionResult(part.key)
     clock: dict[str, float] = {}
     t_read = time.thread_time()
+    unreported, last = 0, time.monotonic()
     for item in read(part, inp, cfg.ingest):
+        if report is not None:
+            unreported += item.raw_bytes
+            if time.monotonic() - last >= REPORT_EVERY_S:
+                report(unreported)
+                unreported, last = 0, time.monotonic()
         if isinstance(item, Reject):
             result.rejected += 1
             result.rejected_bytes += item.raw_bytes

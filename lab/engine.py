@@ -32,10 +32,10 @@ import time
 from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from lab import __version__, dedup
-from lab.annotate import annotate_partition
+from lab.annotate import REPORT_EVERY_S, annotate_partition
 from lab.config import Config, dumps, to_dict
 from lab.errors import ConfigError
 from lab.io.labels import clear_run
@@ -458,7 +458,7 @@ def _run_dedup(client, cfg: Config, layout: RunLayout, parts: list[Partition], b
 
 def _run_tasks(client, cfg: Config, layout: RunLayout, todo: list[Partition], buckets: int, fps: dict[str, dict], *,
                progress: bool) -> None:
-    from distributed import as_completed
+    from distributed import Queue
     from tqdm import tqdm
 
     from lab.errors import DiskFullError
@@ -470,16 +470,27 @@ def _run_tasks(client, cfg: Config, layout: RunLayout, todo: list[Partition], bu
     # task keys name the run directory too: two runs on one scheduler never share results
     shash = cfg.signals_hash()  # the driver's: what the next run compares each partition with
     run_id = hashlib.blake2b(f"{layout.root.resolve()}|{shash}".encode(), digest_size=8).hexdigest()
+    topic = f"progress-annotate-{run_id}" if progress else None
+    queue = Queue(topic, client=client) if topic else None
     for part in todo:
-        f = client.submit(annotate_partition, part, cfg, str(layout.root), buckets, shash, fps[part.key],
+        f = client.submit(_annotate_task, part, cfg, str(layout.root), buckets, shash, fps[part.key], topic,
                           key=f"annotate-{run_id}-{part.key}",
                           retries=cfg.engine.retries, pure=False)
         futures[f] = part
     bar = tqdm(total=sum(p.size for p in todo), unit="B", unit_scale=True, desc="annotate", disable=not progress,
                file=sys.stderr, dynamic_ncols=True)
+    sizes = {p.key: p.size for p in todo}
+    shown = dict.fromkeys(sizes, 0)  # bytes of each partition the bar shows (at most its size: a compressed
+    # file's records hold more bytes than the file)
+
+    def advance(key: str, n: int) -> None:
+        step = max(min(n, sizes[key] - shown[key]), 0)
+        shown[key] += step
+        bar.update(step)
+
     docs = 0
     try:
-        for fut in as_completed(futures):
+        for fut in _as_completed_reporting(futures, queue, advance):
             part = futures[fut]
             if fut.status == "error":
                 error = fut.exception()
@@ -491,12 +502,42 @@ def _run_tasks(client, cfg: Config, layout: RunLayout, todo: list[Partition], bu
                 bar.write(f"quarantined partition {part.key} ({part.source}): {out['error']}")
             else:
                 docs += fut.result()["docs"]
-            bar.update(part.size)
+            advance(part.key, part.size)  # the rest of a finished partition
             bar.set_postfix(docs=docs, refresh=False)
     finally:
         bar.close()
         for f in futures:
             f.cancel()
+
+
+def _annotate_task(part: Partition, cfg: Config, run_dir: str, buckets: int, shash: str, fp: dict,
+                   topic: str | None) -> dict:
+    """``annotate_partition`` on a worker, reporting the bytes it reads to the driver's queue ``topic``."""
+    report = None
+    if topic is not None:
+        from distributed import Queue
+
+        queue = Queue(topic)
+        report = lambda n: queue.put([part.key, int(n)])  # noqa: E731
+    return annotate_partition(part, cfg, run_dir, buckets, shash, fp, report=report)
+
+
+def _as_completed_reporting(futures, queue, advance: Callable[[str, int], None]) -> Iterator:
+    """The futures as they finish; meanwhile (every ``REPORT_EVERY_S``) what the tasks reported to ``queue``
+    goes to ``advance(partition key, bytes)``."""
+    from distributed import TimeoutError as DaskTimeout
+    from distributed import wait
+
+    pending = set(futures)
+    while pending:
+        try:
+            done, pending = wait(pending, timeout=REPORT_EVERY_S, return_when="FIRST_COMPLETED")
+        except (DaskTimeout, TimeoutError):
+            done = set()
+        if queue is not None and queue.qsize():
+            for key, n in queue.get(batch=True):
+                advance(key, n)
+        yield from sorted(done, key=lambda f: futures[f].key)
 
 
 def _tokenizer_summary(layout: RunLayout) -> dict:

@@ -161,6 +161,23 @@ def test_an_input_rewritten_with_the_same_size_and_mtime_is_read_again(tmp_path)
     assert sha[str(f)] == __import__("hashlib").sha256(new.encode()).hexdigest()
 
 
+def test_the_annotate_bar_moves_within_a_partition(tmp_path, capsys):
+    # one partition of a few MB: before, the bar sat at 0% until the whole partition was done
+    import json
+    import random
+    import re
+
+    rng = random.Random(11)
+    src = tmp_path / "one.jsonl"
+    src.write_text("".join(json.dumps({"id": str(i), "text": sample.english_doc(rng)}) + "\n" for i in range(2500)))
+    cfg = config(src, tmp_path / "runs", "bar")
+    engine.run(cfg, progress=True)
+    err = capsys.readouterr().err
+    shown = [int(p) for p in re.findall(r"annotate:\s+(\d+)%", err)]
+    assert shown and shown[-1] == 100, err[-2000:]
+    assert any(0 < p < 100 for p in shown), shown  # reported while the partition was read
+
+
 def test_a_stage_version_bump_annotates_again(synthetic, tmp_path, monkeypatch):
     # a stage whose code or word list changed (its VERSION bumped) makes every stored signal stale: the
     # rerun annotates every partition again, in the same run directory, and gives the same outputs here
