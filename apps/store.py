@@ -23,7 +23,7 @@ from typing import Any
 import param
 import polars as pl
 
-from lab import dedup, knobs, labels, plan, query
+from lab import knobs, labels, neardup, plan, query
 from lab.config import Config, dumps, load
 from lab.errors import ConfigError
 from lab.stages import STAGE_NAMES, near_dedup
@@ -327,11 +327,11 @@ class Clusters:
         a, b = self.pair if self.pair and all(x in ids for x in self.pair) else _default_pair(m)
         ta, tb = (m.filter(pl.col("doc_id") == x)["text"][0] for x in (a, b))
         j = query.pair_jaccard(self.sel.run, a, b)
-        return {"a": a, "b": b, "jaccard": j, "ops": dedup.diff(ta, tb)}
+        return {"a": a, "b": b, "jaccard": j, "ops": neardup.diff(ta, tb)}
 
     def s_curve(self) -> tuple[Any, Any]:
         cfg = self.sel.base.stages.near_dedup
-        return dedup.s_curve(cfg.bands, cfg.rows)
+        return neardup.s_curve_points(cfg.bands, cfg.rows)
 
 
 def _default_pair(m: pl.DataFrame) -> tuple[int, int]:

@@ -6,14 +6,14 @@ in one single-threaded process pinned to one CPU (single_core.one_core(pin=True)
 1. Throughput from raw text to a 112-value signature (normalize, word 5-gram shingles, hash,
    permutations, minimum), each candidate in turn on the same documents; wall time best of --repeat
    passes, CPU time median; docs per CPU-second is the per-core figure. Candidates:
-   - ``corpus-lab``: ``lab.stages.near_dedup.signature(text, Config())`` (14 bands x 8 rows, seed 1);
+   - ``corpus-lab``: ``lab.neardup.signature.signature(text, Config())`` (14 bands x 8 rows, seed 1);
    - ``datasketch``: ``MinHash(num_perm=112, seed=1)`` (default sha1_hash32, affine32) on
-     ``nd.shingles(nd.normalize(text), 5)``: one ``update`` per shingle, one ``update_batch``, ``MinHash.bulk``;
+     ``sg.shingles(sg.normalize(text), 5)``: one ``update`` per shingle, one ``update_batch``, ``MinHash.bulk``;
    - ``datatrove`` 0.10.1: ``MinhashDedupSignature.get_signature(get_shingles(text))``, 5-gram, 14 buckets
      x 8 hashes, seed 1 (its own normalization, spaCy tokenizer), by bench/datatrove_minhash.py run
      in bench/.venv-datatrove as a subprocess on the same CPU.
    Checked: the datasketch variants give equal signatures; corpus-lab's equal datasketch's with
-   ``hashfunc=nd.shingle_hash`` (on --check documents).
+   ``hashfunc=sg.shingle_hash`` (on --check documents).
 2. Jaccard estimation quality, corpus-lab vs datasketch ``update_batch``, on --pairs seeded pairs: 90%
    a document and a copy of its normalized words, each word replaced / deleted / followed by an inserted
    corpus word with probability ``rate`` <= 0.6 (drawn so the true Jaccard spreads over 0..1), 10% two
@@ -48,6 +48,7 @@ import numpy as np
 from datasketch import MinHash
 from single_core import one_core
 
+from lab.neardup import signature as sg
 from lab.stages import near_dedup as nd
 
 BENCH = Path(__file__).resolve().parent
@@ -58,11 +59,11 @@ RATE_KEYS = ("wall_seconds", "cpu_seconds", "docs_per_s", "docs_per_cpu_s", "mb_
 
 
 def shingles(text: str) -> list[bytes]:
-    return nd.shingles(nd.normalize(text), NG)
+    return sg.shingles(sg.normalize(text), NG)
 
 
 def corpus_lab(texts):
-    return [nd.signature(t, CFG)[0] for t in texts]
+    return [sg.signature(t, CFG)[0] for t in texts]
 
 
 def datasketch(texts, batch: bool):
@@ -124,7 +125,7 @@ def mutate(words, rate, vocab, rng):
 
 def make_pairs(texts, n_pairs, seed):
     rng = random.Random(seed)
-    norms = [nd.normalize(t) for t in texts]
+    norms = [sg.normalize(t) for t in texts]
     vocab = [w for s in norms for w in s.split()]  # frequency-weighted
     pairs = []
     for i in range(n_pairs):
@@ -150,7 +151,7 @@ def quality(texts, n_pairs, seed) -> dict:
     for a, b, rate in make_pairs(texts, n_pairs, seed):
         sa, sb = set(shingles(a)), set(shingles(b))
         true = len(sa & sb) / len(sa | sb)
-        cl = float(np.mean(nd.signature(a, CFG)[0] == nd.signature(b, CFG)[0]))
+        cl = float(np.mean(sg.signature(a, CFG)[0] == sg.signature(b, CFG)[0]))
         ma, mb = MinHash(num_perm=P, seed=SEED), MinHash(num_perm=P, seed=SEED)
         ma.update_batch(shingles(a))
         mb.update_batch(shingles(b))
@@ -236,7 +237,7 @@ def main() -> None:
                   for x, y in zip(sigs["datasketch update"], sigs[k]))
     cl_same = True
     for t, sig in zip(texts[: args.check], sigs["corpus-lab"]):
-        m = MinHash(num_perm=P, seed=SEED, hashfunc=nd.shingle_hash)
+        m = MinHash(num_perm=P, seed=SEED, hashfunc=sg.shingle_hash)
         m.update_batch(shingles(t))
         cl_same &= bool(np.array_equal(sig, m.hashvalues))
     report["checks"] = {"datasketch_variants_equal": ds_same,

@@ -17,7 +17,7 @@ one are dropped (licence variants, charset tables).
   lines appended, then random word replacements/deletions/insertions until the Jaccard to the
   original falls just below a target drawn uniformly from [0.4, 1.0]; below 0.5: hard negatives).
 Documents are shuffled and numbered nd-000000.. in output order. Truth comes from the texts alone:
-shingle sets ``near_dedup.shingle_hashes(near_dedup.normalize(text), 5)``, pairs from ``exact_pairs``
+shingle sets ``signature.shingle_hashes(signature.normalize(text), 5)``, pairs from ``exact_pairs``
 (prefix-filtering set-similarity join, exact). ``--check`` compares it with brute force (overlaps
 as a scipy sparse product) on ~2,000 documents (whole families). Same machine + seed = byte-identical
 docs.jsonl and truth.parquet. Writes to --out: docs.jsonl ({"id", "text"}), truth.parquet (id_a <
@@ -53,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import make_docs
 
-from lab.stages import near_dedup as nd
+from lab.neardup import signature as sg
 
 PIECE = 400  # max characters of a pool piece
 BOILERPLATE = ["Share this page:", "Click here to subscribe to our newsletter.", "All rights reserved.",
@@ -115,7 +115,7 @@ def load_pool() -> list[str]:
 
 
 def shingle_set(text: str) -> np.ndarray:
-    return nd.shingle_hashes(nd.normalize(text), 5)
+    return sg.shingle_hashes(sg.normalize(text), 5)
 
 
 def jaccard(a: np.ndarray, b: np.ndarray) -> float:
@@ -154,7 +154,7 @@ def format_copy(rng, text: str) -> str:
         else:
             out = re.sub(r"[!-/:-@\[-`{-~]", lambda m: rng.choice(",.;:!?-") if rng.random() < 0.3 else m[0], out)
             out = re.sub(r"(?<=\w)(?= )", lambda m: "," if rng.random() < 0.05 else "", out)
-    if nd.normalize(out) != nd.normalize(text):  # e.g. 'ß'.upper() == 'SS': whitespace only
+    if sg.normalize(out) != sg.normalize(text):  # e.g. 'ß'.upper() == 'SS': whitespace only
         out = re.sub(r"[ \t]+", lambda m: "  " if rng.random() < 0.3 else m[0], text)
     return out
 

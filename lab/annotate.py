@@ -7,9 +7,9 @@ the first failing per-document rule short-circuits the later stages: their signa
 and the drop reason is stored in ``drop_reason``. Group rules (exact and near dedup) are decided
 later, over all partitions, by ``lab.query``; both modes give the same kept set for the same config.
 
-The near_dedup stage's MinHash signatures go to ``dedup/signatures/part-KEY.npy`` (row i = the
-partition's i-th document) and its LSH band records, split into shuffle buckets, to
-``dedup/bands/part-KEY.parquet``: the map side of the shuffle ``lab.dedup`` reduces.
+A stage with a per-partition output (``Collector``: near_dedup's MinHash signatures and LSH band
+records, the map side of its shuffle) gets each document's text through its collector instead of
+``signals``, and writes its files once the partition's signals table is built.
 
 The partition's files are written atomically; ``stats/part-KEY.json`` (metrics and statistics
 partials) is written last and marks the partition complete.
@@ -26,7 +26,6 @@ from typing import Any, Callable
 import numpy as np
 import pyarrow as pa
 
-from lab import dedup
 from lab import stats as stats_mod
 from lab.config import Config
 from lab.doc import Doc
@@ -34,10 +33,10 @@ from lab.io.partitions import Partition, fingerprint
 from lab.io.readers import Reject, read
 from lab.io.run import RunLayout
 from lab.io.schema import DOCS_SCHEMA, REJECTS_SCHEMA, numeric_signals, signals_schema
-from lab.io.writers import write_json, write_npy, write_parquet
+from lab.io.writers import write_json, write_parquet
 from lab.rules import Rule, first_failure
 from lab.select import ruleset
-from lab.stages import STAGES, extract, near_dedup, pii
+from lab.stages import STAGES, extract, pii
 
 
 @dataclass
@@ -60,13 +59,12 @@ def _clean(v: Any) -> Any:
 
 
 def annotate_doc(doc: Doc, cfg: Config, batch_rules: dict[str, list[Rule]] | None,
-                 clock: dict[str, float]) -> tuple[dict, str, tuple[np.ndarray, np.ndarray] | None]:
-    """Signals of one document, the text to store and its MinHash (signature, shingle hashes), None
-    when batch mode dropped it before near_dedup. ``batch_rules`` (stage -> rules) set = batch mode."""
+                 clock: dict[str, float], collectors: dict[str, Any] | None = None, i: int = 0) -> tuple[dict, str]:
+    """Signals of one document (the partition's ``i``-th) and the text to store. ``batch_rules`` (stage ->
+    rules) set = batch mode; ``collectors``: stage -> its per-partition ``Collector`` (``new_collectors``)."""
     row: dict[str, Any] = {"doc_id": doc.doc_id, "source": doc.source, "bytes": doc.raw_bytes,
                            "malformed_utf8": doc.malformed_utf8, "drop_reason": None}
     text = doc.text
-    minhash = None
     t0 = time.thread_time()
     if doc.is_html:
         text = extract.html_to_text(text)
@@ -74,11 +72,9 @@ def annotate_doc(doc: Doc, cfg: Config, batch_rules: dict[str, list[Rule]] | Non
     clock["extract"] = clock.get("extract", 0.0) + (t1 - t0)
     for module in STAGES:
         t0 = time.thread_time()
-        if module is near_dedup:
-            minhash = near_dedup.signature(text, cfg.stages.near_dedup)
-            row["nd_shingles"] = int(minhash[1].size)
-        else:
-            row.update({k: _clean(v) for k, v in module.signals(text).items()})
+        collector = (collectors or {}).get(module.NAME)
+        signals = collector.signals(i, text) if collector is not None else module.signals(text)
+        row.update({k: _clean(v) for k, v in signals.items()})
         clock[module.NAME] = clock.get(module.NAME, 0.0) + (time.thread_time() - t0)
         if batch_rules is not None:
             why = first_failure(batch_rules.get(module.NAME, ()), row)
@@ -90,7 +86,12 @@ def annotate_doc(doc: Doc, cfg: Config, batch_rules: dict[str, list[Rule]] | Non
         t0 = time.thread_time()
         text = pii.scrub(text)
         clock["pii"] = clock.get("pii", 0.0) + (time.thread_time() - t0)
-    return row, text, minhash
+    return row, text
+
+
+def new_collectors(cfg: Config, n_buckets: int) -> dict[str, Any]:
+    """stage -> a fresh per-partition ``Collector`` of every stage that has one."""
+    return {m.NAME: m.Collector(cfg.stage(m.NAME), n_buckets) for m in STAGES if hasattr(m, "Collector")}
 
 
 REPORT_EVERY_S = 0.5  # how often a partition reports the input it has read (``report``)
@@ -114,9 +115,7 @@ def annotate_partition(part: Partition, cfg: Config, run_dir: str | Path, n_buck
                 batch_rules.setdefault(r.stage, []).append(r)
     schema = signals_schema()
     rows: list[dict] = []
-    nd_cfg = cfg.stages.near_dedup
-    sigs: list[np.ndarray | None] = []
-    sets: list[np.ndarray] = []
+    collectors = new_collectors(cfg, n_buckets)
     docs: dict[str, list] = {n: [] for n in DOCS_SCHEMA.names}
     rejects: dict[str, list] = {n: [] for n in REJECTS_SCHEMA.names}
     result = PartitionResult(part.key)
@@ -136,11 +135,8 @@ def annotate_partition(part: Partition, cfg: Config, run_dir: str | Path, n_buck
                          ("raw_bytes", item.raw_bytes), ("partition", part.key)):
                 rejects[k].append(v)
             continue
-        row, text, minhash = annotate_doc(item, cfg, batch_rules, clock)
+        row, text = annotate_doc(item, cfg, batch_rules, clock, collectors, len(rows))
         rows.append(row)
-        sigs.append(minhash[0] if minhash is not None and minhash[1].size else None)
-        if nd_cfg.exact_jaccard:
-            sets.append(minhash[1] if minhash is not None else np.zeros(0, dtype=np.uint32))
         result.docs += 1
         result.bytes += item.raw_bytes
         for k, v in (("doc_id", row["doc_id"]), ("source", item.source), ("locator", item.locator),
@@ -155,23 +151,11 @@ def annotate_partition(part: Partition, cfg: Config, run_dir: str | Path, n_buck
         name: signals.column(name).to_numpy(zero_copy_only=False).astype(np.float64)
         if signals.num_rows else np.zeros(0) for name in numeric_signals()})
 
-    t0 = time.thread_time()
-    matrix = np.full((len(rows), nd_cfg.num_perm), np.uint32(0xFFFFFFFF), dtype=np.uint32)
-    has = np.array([s is not None for s in sigs], dtype=bool)
-    for i in np.flatnonzero(has):
-        matrix[i] = sigs[i]
-    content = signals.column("content_hash")
-    groups = dedup.band_groups(matrix, has, content.fill_null(0).to_numpy(), content.is_valid().to_numpy(zero_copy_only=False),
-                               signals.column("doc_id").to_numpy(), nd_cfg, n_buckets)
-    clock["near_dedup"] = clock.get("near_dedup", 0.0) + (time.thread_time() - t0)
-
     layout.make()
-    write_npy(matrix, layout.signatures(part.key))
-    if nd_cfg.exact_jaccard:
-        values, offsets = layout.shingles(part.key)
-        write_npy(np.concatenate(sets) if sets else np.zeros(0, dtype=np.uint32), values)
-        write_npy(np.concatenate([[0], np.cumsum([s.size for s in sets])]).astype(np.int64), offsets)
-    dedup.write_bands(layout, part.key, groups)
+    for name, collector in collectors.items():
+        t0 = time.thread_time()
+        collector.write(layout, part.key, signals)
+        clock[name] = clock.get(name, 0.0) + (time.thread_time() - t0)
     write_parquet(pa.table(docs, schema=DOCS_SCHEMA), layout.part("docs", part.key))
     write_parquet(signals, layout.part("signals", part.key))
     write_parquet(pa.table(rejects, schema=REJECTS_SCHEMA), layout.part("rejects", part.key))

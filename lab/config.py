@@ -23,24 +23,8 @@ from typing import Any, Literal
 import yaml
 
 from lab.errors import ConfigError
-from lab.stages import (
-    STAGE_NAMES,
-    c4,
-    exact_dedup,
-    extract,
-    fineweb,
-    gopher_quality,
-    gopher_repetition,
-    language,
-    near_dedup,
-    pii,
-)
-
-
-def check(key: str, value: Any, ok: bool, allowed: str) -> None:
-    """Raise a ConfigError naming ``key`` and ``value`` unless ``ok``; used in ``__post_init__``."""
-    if not ok:
-        raise ConfigError(f"{key}={value!r} is not allowed: must be {allowed}")
+from lab.stages import STAGE_NAMES, STAGES
+from lab.stages.fields import check
 
 
 FORMATS = ("auto", "jsonl", "parquet", "text", "warc")
@@ -74,17 +58,11 @@ class IngestConfig:
         check("text_files_per_partition", self.text_files_per_partition, self.text_files_per_partition >= 1, ">= 1")
 
 
-@dataclass(frozen=True)
-class StagesConfig:
-    extract: extract.Config = field(default_factory=extract.Config)
-    language: language.Config = field(default_factory=language.Config)
-    gopher_quality: gopher_quality.Config = field(default_factory=gopher_quality.Config)
-    gopher_repetition: gopher_repetition.Config = field(default_factory=gopher_repetition.Config)
-    c4: c4.Config = field(default_factory=c4.Config)
-    fineweb: fineweb.Config = field(default_factory=fineweb.Config)
-    exact_dedup: exact_dedup.Config = field(default_factory=exact_dedup.Config)
-    near_dedup: near_dedup.Config = field(default_factory=near_dedup.Config)
-    pii: pii.Config = field(default_factory=pii.Config)
+# one field per registered stage, in funnel order: stages.<name> is that stage module's Config
+StagesConfig = dataclasses.make_dataclass(
+    "StagesConfig", [(m.NAME, m.Config, field(default_factory=m.Config)) for m in STAGES], frozen=True)
+StagesConfig.__module__ = __name__
+StagesConfig.__doc__ = "Every stage's thresholds, one field per stage of the registry (``lab.stages.STAGES``)."
 
 
 @dataclass(frozen=True)
@@ -180,6 +158,12 @@ class Config:
         check("name", self.name, bool(self.name) and "/" not in self.name and self.name not in (".", ".."),
               "a directory name without '/'")
         check("mode", self.mode, self.mode in ("explore", "batch"), "explore or batch")
+        nd = getattr(self.stages, "near_dedup", None)
+        if nd is not None and nd.keep == "best_signal":
+            from lab.io.schema import numeric_signals
+
+            check("stages.near_dedup.keep_signal", nd.keep_signal, nd.keep_signal in numeric_signals(),
+                  "a numeric signal: " + ", ".join(numeric_signals()))
 
     @property
     def run_dir(self) -> Path:
@@ -202,8 +186,6 @@ class Config:
         """Hash of everything that changes stored signals: ``inputs_hash`` and every stage's ``VERSION``
         and ``signal_params`` (the MinHash signature parameters, the language model). A partition
         annotated under another one is annotated again."""
-        from lab.stages import STAGES
-
         stages = {}
         for m in STAGES:
             params = m.signal_params(getattr(self.stages, m.NAME)) if hasattr(m, "signal_params") else {}

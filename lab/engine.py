@@ -3,7 +3,7 @@
 A run plans its partitions, starts (or attaches to) a cluster, submits one task per incomplete
 partition, shows a progress bar, then runs the near-dedup shuffle (one reduce task per bucket over
 every partition's LSH band records, then a tree of spanning-forest merges and the clusters on the
-Jaccard grid, ``lab.dedup``), and merges the partitions' metrics and statistics partials once into
+Jaccard grid, ``lab.neardup``), and merges the partitions' metrics and statistics partials once into
 ``stats/merged.json`` and ``manifest.json``.
 
 - Cluster: a ``LocalCluster`` of worker processes with one thread each, one per core, unless
@@ -34,7 +34,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Callable, Iterator
 
-from lab import __version__, dedup
+from lab import __version__, neardup
 from lab.annotate import REPORT_EVERY_S, annotate_partition
 from lab.config import Config, dumps, to_dict
 from lab.errors import ConfigError
@@ -435,7 +435,7 @@ def _run_dedup(client, cfg: Config, layout: RunLayout, parts: list[Partition], b
     nd = cfg.stages.near_dedup
     run_id = hashlib.blake2b(f"{layout.root.resolve()}|{cfg.signals_hash()}|{state['partitions']}".encode(),
                              digest_size=8).hexdigest()
-    futures = [client.submit(dedup.reduce_bucket, str(layout.root), b, keys, nd, key=f"lsh-reduce-{run_id}-{b}",
+    futures = [client.submit(neardup.reduce_bucket, str(layout.root), b, keys, nd, key=f"lsh-reduce-{run_id}-{b}",
                              retries=cfg.engine.retries, pure=False) for b in range(buckets)]
     bar = tqdm(total=buckets, unit="bucket", desc="near dedup", disable=not progress, file=sys.stderr,
                dynamic_ncols=True)
@@ -444,10 +444,10 @@ def _run_dedup(client, cfg: Config, layout: RunLayout, parts: list[Partition], b
             bar.update(1)
         level = 0
         while len(futures) > 1:  # pairwise tree: no task holds more than two forests
-            futures = [client.submit(dedup.merge_forests, *futures[i:i + 2], key=f"msf-{run_id}-{level}-{i}", pure=False)
+            futures = [client.submit(neardup.merge_forests, *futures[i:i + 2], key=f"msf-{run_id}-{level}-{i}", pure=False)
                        if i + 1 < len(futures) else futures[i] for i in range(0, len(futures), 2)]
             level += 1
-        nodes = client.submit(dedup.write_clusters, str(layout.root), futures[0], key=f"clusters-{run_id}",
+        nodes = client.submit(neardup.write_clusters, str(layout.root), futures[0], key=f"clusters-{run_id}",
                               pure=False).result()
     finally:
         bar.close()

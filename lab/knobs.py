@@ -38,13 +38,9 @@ from urllib.parse import quote, unquote
 
 from lab.config import Config, build, to_dict
 from lab.errors import ConfigError
-from lab.stages import BY_NAME, STAGE_NAMES, STAGES, near_dedup
+from lab.stages import BY_NAME, STAGE_NAMES, STAGES
 
-# fields that are not thresholds: they decide how signals are computed (a rerun), not which pass
-_NOT_KNOBS = {"near_dedup": {"ngram", "bands", "rows", "seed", "exact_jaccard", "max_group_pairs", "shuffle_buckets",
-                             "keep_signal"}}
 MIN_STEPS = 100  # a slider's span holds at least this many steps (and at most 2.5x as many, plus the alignment)
-_CHOICES = {("near_dedup", "threshold"): near_dedup.GRID, ("near_dedup", "keep"): near_dedup.KEEP}
 _INTEGER = re.compile(r"[-+]?\d+")
 _NUMBER = re.compile(r"[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?")
 _LANGUAGE = re.compile(r"[A-Za-z0-9_-]+")
@@ -110,19 +106,23 @@ class _Spec:
     source: str
     help: str
     signal: str | None
+    choices: tuple = ()
 
     @property
     def name(self) -> str:
         return f"{self.stage}.{self.key}"
 
 
-def _kind(stage: str, key: str, tp: Any) -> str | None:
-    if key == "enabled" or tp is bool:
-        return "switch"
-    if (stage, key) in _CHOICES:
+def _kind(f: dataclasses.Field, tp: Any) -> str | None:
+    """A knob field's kind; None for a field not declared with ``knob`` (a signal parameter, not a threshold)."""
+    if "help" not in f.metadata:
+        return None
+    if "kind" in f.metadata:
+        return f.metadata["kind"]
+    if "choices" in f.metadata:
         return "choice"
-    if stage == "language" and key == "keep":
-        return "languages"
+    if tp is bool:
+        return "switch"
     return {int: "integer", float: "number"}.get(tp)
 
 
@@ -153,13 +153,13 @@ def _specs() -> tuple[_Spec, ...]:
     for module in STAGES:
         hints = typing.get_type_hints(module.Config)
         for f in dataclasses.fields(module.Config):
-            kind = _kind(module.NAME, f.name, hints[f.name])
-            if kind is None or f.name in _NOT_KNOBS.get(module.NAME, ()):
+            kind = _kind(f, hints[f.name])
+            if kind is None:
                 continue
             signal = _signal_of(module, f.name) if kind in ("number", "integer") else None
             out.append(_Spec(module.NAME, f.name, kind, f.metadata.get("unit", ""), f.default,
                              f.metadata.get("source") or getattr(module, "SOURCE", ""), f.metadata.get("help", ""),
-                             signal))
+                             signal, f.metadata.get("choices", ())))
     return tuple(out)
 
 
@@ -240,7 +240,7 @@ def knobs(cfg: Config, ranges: dict[str, tuple[float, float]] | None = None,
         if s.kind == "switch":
             out.append(Knob(s.stage, s.key, s.kind, value, **meta))
         elif s.kind == "choice":
-            out.append(Knob(s.stage, s.key, s.kind, value, options=_CHOICES[s.stage, s.key], **meta))
+            out.append(Knob(s.stage, s.key, s.kind, value, options=s.choices, **meta))
         elif s.kind == "languages":
             out.append(Knob(s.stage, s.key, s.kind, value, options=tuple(sorted(set(languages) | set(value))), **meta))
         else:
@@ -371,7 +371,7 @@ def _parse(spec: _Spec, raw: str) -> Any:
             raise bad(f"a finite number ({spec.unit})")
         return float(raw)
     if spec.kind == "choice":
-        options = _CHOICES[spec.stage, spec.key]
+        options = spec.choices
         for o in options:
             if raw == _show(o) or (isinstance(o, float) and _NUMBER.fullmatch(raw) and abs(float(raw) - o) < 1e-9):
                 return o

@@ -33,10 +33,15 @@ class Entry:
 
 @lru_cache(maxsize=None)
 def _comments(cls: type) -> dict[str, str]:
-    """field -> the comment beside it in the class's source, else the comment lines just above it."""
+    """field -> the comment beside it in the class's source, else the comment lines just above it (none for
+    a class made at run time, such as ``StagesConfig``: its fields are sections, explained by their own)."""
     out: dict[str, str] = {}
     above: list[str] = []
-    for line in inspect.getsource(cls).splitlines():
+    try:
+        source = inspect.getsource(cls)
+    except (OSError, TypeError):
+        return out
+    for line in source.splitlines():
         s = line.strip()
         if s.startswith("#"):
             above.append(s.lstrip("# ").strip())

@@ -10,17 +10,25 @@ Two comparisons are decided over the documents still alive rather than one at a 
 ``first_in_group`` keeps the first document (lowest ``doc_id``) of each group of equal signal
 values among the documents that passed every earlier stage (see ``keep_first_in_group``);
 ``first_in_cluster`` keeps one document per connected component of near-duplicate edges among
-them (``lab.dedup.keep_one_per_cluster``).
+them (``lab.neardup.keep.keep_one_per_cluster``), with a ``Near`` value: its threshold and keep policy.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Literal, Mapping
+from typing import Any, Iterable, Literal, Mapping, NamedTuple
 
 Op = Literal[">=", "<=", "==", "!=", "in", "first_in_group", "first_in_cluster"]
 OPS: tuple[str, ...] = (">=", "<=", "==", "!=", "in", "first_in_group", "first_in_cluster")
 GROUP_OPS: tuple[str, ...] = ("first_in_group", "first_in_cluster")  # decided over the survivors
+
+
+class Near(NamedTuple):
+    """The value of a ``first_in_cluster`` rule: link survivors at ``threshold`` Jaccard, keep one by ``keep``."""
+
+    threshold: float  # one of lab.neardup.forest.GRID
+    keep: str  # lab.neardup.keep.KEEP: lowest_id | longest | best_signal
+    keep_signal: str  # best_signal: the numeric signal whose highest value wins
 
 
 @dataclass(frozen=True)
@@ -28,7 +36,7 @@ class Rule:
     stage: str
     signal: str
     op: Op
-    value: Any  # threshold; a tuple for "in"; None for "first_in_group"; (threshold, keep, keep_signal) for clusters
+    value: Any  # threshold; a tuple for "in"; None for "first_in_group"; a Near for "first_in_cluster"
     reason: str  # short name; the full drop reason is f"{stage}.{reason}"
 
     def __post_init__(self) -> None:

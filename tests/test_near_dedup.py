@@ -13,17 +13,18 @@ import pyarrow.parquet as pq
 import pytest
 from datasketch import LeanMinHash, MinHash
 
-from lab import dedup, engine, query, sample
+from lab import engine, neardup, query, sample
 from lab.config import Config, EngineConfig, IngestConfig, InputConfig, StagesConfig, build
 from lab.errors import ConfigError
 from lab.io.run import RunLayout
+from lab.neardup import signature as sg
 from lab.stages import near_dedup as nd
 from lab.stages.c4 import Config as C4Config
 
 
 def exact_jaccard(a: str, b: str, ngram: int = 5) -> float:
-    sa = set(nd.shingles(nd.normalize(a), ngram))
-    sb = set(nd.shingles(nd.normalize(b), ngram))
+    sa = set(sg.shingles(sg.normalize(a), ngram))
+    sb = set(sg.shingles(sg.normalize(b), ngram))
     return len(sa & sb) / len(sa | sb)
 
 
@@ -75,38 +76,38 @@ def corpus(n: int, seed: int) -> tuple[list[str], list[tuple[int, int]]]:
 
 
 def test_normalization():
-    assert nd.normalize("Crème  Brûlée,\tversion 2.1!") == "creme brulee version 0 0"
-    assert nd.normalize("snake_case") == "snake case"
-    assert nd.normalize("") == ""
+    assert sg.normalize("Crème  Brûlée,\tversion 2.1!") == "creme brulee version 0 0"
+    assert sg.normalize("snake_case") == "snake case"
+    assert sg.normalize("") == ""
 
 
 def test_hand_computed_jaccard():
     a, b = "a b c d e f", "a b c d e g"
     # shingles {abcde, bcdef} and {abcde, bcdeg}: one shared of three
-    assert nd.shingles(nd.normalize(a), 5) == [b"a b c d e", b"b c d e f"]
+    assert sg.shingles(sg.normalize(a), 5) == [b"a b c d e", b"b c d e f"]
     assert exact_jaccard(a, b) == pytest.approx(1 / 3)
-    ha, hb = (nd.shingle_hashes(nd.normalize(t), 5) for t in (a, b))
+    ha, hb = (sg.shingle_hashes(sg.normalize(t), 5) for t in (a, b))
     assert np.intersect1d(ha, hb).size == 1 and np.union1d(ha, hb).size == 3
     cfg = nd.Config(bands=64, rows=8)  # 512 permutations: the estimate is within a few hundredths
-    sa, sb = nd.signature(a, cfg)[0], nd.signature(b, cfg)[0]
+    sa, sb = sg.signature(a, cfg)[0], sg.signature(b, cfg)[0]
     assert float((sa == sb).mean()) == pytest.approx(1 / 3, abs=0.07)
     # a document shorter than one shingle is one shingle; an empty one has none
-    assert nd.shingles("a b", 5) == [b"a b"]
-    assert nd.signature("", nd.Config())[1].size == 0
+    assert sg.shingles("a b", 5) == [b"a b"]
+    assert sg.signature("", nd.Config())[1].size == 0
 
 
 def test_signature_equals_datasketch_update_batch():
     rng = random.Random(5)
     for text in [sample.english_doc(rng) for _ in range(5)] + ["Grüße aus Köln: 12 Äpfel, 3 Birnen.", "one two"]:
-        norm = nd.normalize(text)
-        sh = nd.shingles(norm, 5)
-        ref = np.unique(np.array([nd.shingle_hash(s) for s in sh], dtype=np.uint32))
-        assert np.array_equal(nd.shingle_hashes(norm, 5), ref)
-        m = MinHash(num_perm=112, seed=1, hashfunc=nd.shingle_hash)
+        norm = sg.normalize(text)
+        sh = sg.shingles(norm, 5)
+        ref = np.unique(np.array([sg.shingle_hash(s) for s in sh], dtype=np.uint32))
+        assert np.array_equal(sg.shingle_hashes(norm, 5), ref)
+        m = MinHash(num_perm=112, seed=1, hashfunc=sg.shingle_hash)
         m.update_batch(sh)
-        assert np.array_equal(nd.signature(text, nd.Config())[0], m.hashvalues)
+        assert np.array_equal(sg.signature(text, nd.Config())[0], m.hashvalues)
     # stored signatures load into datasketch's LeanMinHash, whose estimate is ours
-    a, b = (nd.signature(t, nd.Config())[0] for t in (text, text + " one more sentence here at the end"))
+    a, b = (sg.signature(t, nd.Config())[0] for t in (text, text + " one more sentence here at the end"))
     lean = [LeanMinHash(seed=1, hashvalues=x, scheme="affine32") for x in (a, b)]
     assert lean[0].jaccard(lean[1]) == pytest.approx(float((a == b).mean()))
 
@@ -120,16 +121,16 @@ def test_estimates_track_exact_jaccard():
         for k in rng.sample(range(len(words)), int(len(words) * rng.uniform(0, 0.3))):
             words[k] = "zebra"
         other = " ".join(words)
-        est = float((nd.signature(base, nd.Config())[0] == nd.signature(other, nd.Config())[0]).mean())
+        est = float((sg.signature(base, nd.Config())[0] == sg.signature(other, nd.Config())[0]).mean())
         errors.append(est - exact_jaccard(base, other))
     # 112 permutations: standard error <= sqrt(0.25 / 112) = 0.047
     assert abs(np.mean(errors)) < 0.03 and np.sqrt(np.mean(np.square(errors))) < 0.06
 
 
 def test_s_curve():
-    assert nd.s_curve(0.8, 14, 8) == pytest.approx(1 - (1 - 0.8 ** 8) ** 14)
-    assert nd.s_curve(0.8, 14, 8) == pytest.approx(0.92355, abs=1e-5)  # 0.8^8 = 0.16777; 1 - 0.83223^14
-    _, p = dedup.s_curve(14, 8)
+    assert sg.s_curve(0.8, 14, 8) == pytest.approx(1 - (1 - 0.8 ** 8) ** 14)
+    assert sg.s_curve(0.8, 14, 8) == pytest.approx(0.92355, abs=1e-5)  # 0.8^8 = 0.16777; 1 - 0.83223^14
+    _, p = neardup.s_curve_points(14, 8)
     assert p[0] == 0 and p[-1] == 1 and np.all(np.diff(p) >= 0)
 
 
@@ -147,7 +148,7 @@ def test_config_errors_name_key_value_and_allowed():
 
 def test_diff_reconstructs_both_texts():
     a, b = "The cat sat\non the mat.", "The dog sat\non the red mat."
-    ops = dedup.diff(a, b)
+    ops = neardup.diff(a, b)
     assert "".join(t for op, t in ops if op in "=-") == a
     assert "".join(t for op, t in ops if op in "=+") == b
     assert ("-", "cat") in ops and ("+", "dog") in ops
@@ -224,7 +225,7 @@ def test_seeded_near_duplicates_are_found_and_grid_is_monotone(near_runs):
     assert all(by_doc[i] is None for i in unpaired)  # unrelated documents are not near-duplicates
     # lower thresholds merge clusters, never split them
     for lo, hi in zip(nd.GRID, nd.GRID[1:]):
-        a, b = cl[dedup.grid_column(lo)], cl[dedup.grid_column(hi)]
+        a, b = cl[neardup.grid_column(lo)], cl[neardup.grid_column(hi)]
         assert sum(x is not None for x in a) >= sum(x is not None for x in b)
         groups = {}
         for x, y in zip(a, b):
@@ -238,7 +239,7 @@ def test_precision_recall_against_exact_jaccard_on_the_sample(synthetic_run):
     _, run_dir = synthetic_run
     docs = query.open_run(run_dir).cursor().sql("SELECT d.doc_id, d.text, s.nd_shingles FROM docs d "
                                                 "JOIN signals s USING (doc_id) ORDER BY doc_id").fetchall()
-    sets = {d: nd.shingle_hashes(nd.normalize(t), 5) for d, t, n in docs if n}
+    sets = {d: sg.shingle_hashes(sg.normalize(t), 5) for d, t, n in docs if n}
     keys = sorted(sets)
     truth = set()
     for i, a in enumerate(keys):
@@ -340,11 +341,11 @@ def _peak_reduce_bytes(cfg: Config) -> int:
     keys = sorted(p.name[5:-8] for p in layout.signals.glob("part-*.parquet"))
     buckets = json.loads(layout.dedup_done.read_text())["buckets"]
     for b in range(buckets):  # warm-up: first-use imports and caches are not the task's data
-        dedup.reduce_bucket(cfg.run_dir, b, keys, cfg.stages.near_dedup)
+        neardup.reduce_bucket(cfg.run_dir, b, keys, cfg.stages.near_dedup)
     peak = 0
     for b in range(buckets):
         tracemalloc.start()
-        dedup.reduce_bucket(cfg.run_dir, b, keys, cfg.stages.near_dedup)
+        neardup.reduce_bucket(cfg.run_dir, b, keys, cfg.stages.near_dedup)
         peak = max(peak, tracemalloc.get_traced_memory()[1])
         tracemalloc.stop()
     return peak

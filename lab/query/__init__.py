@@ -6,7 +6,7 @@ reason (measured faster than one ``FILTER`` aggregate per stage: see ``bench/RES
 Group rules (exact dedup) become a window over the documents still alive at that point, so one
 member of each group always survives the earlier stages' filtering. Near dedup is selection-aware
 the same way: the candidate edges (``dedup/edges/``) among the documents alive before it, at the
-configured Jaccard threshold, are joined into components (``lab.dedup.keep_one_per_cluster``) and
+configured Jaccard threshold, are joined into components (``lab.neardup.keep_one_per_cluster``) and
 one member of each is kept; only the documents that have an edge or an exact copy are evaluated
 (``nd_docs``). ``clusters``/``cluster_members`` browse the clusters precomputed on the grid.
 
@@ -31,7 +31,7 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from lab import dedup
+from lab import neardup
 from lab.config import Config, load
 from lab.errors import ConfigError
 from lab.io.run import RunLayout
@@ -154,17 +154,17 @@ def open_run(run: str | Path | Run, *, in_memory: bool = False, refresh: bool = 
         if any((layout.dedup / "edges").glob("bucket-*.parquet")):
             con.execute(f"CREATE VIEW edges AS SELECT * FROM read_parquet({_q(str(layout.dedup / 'edges' / 'bucket-*.parquet'))})")
         else:
-            con.execute(f"CREATE TABLE edges AS SELECT * FROM {_empty(dedup.EDGE_SCHEMA)}")
+            con.execute(f"CREATE TABLE edges AS SELECT * FROM {_empty(neardup.EDGE_SCHEMA)}")
         if any((layout.dedup / "exact").glob("bucket-*.parquet")):
             con.execute("CREATE VIEW exact_groups AS SELECT * FROM "
                         f"read_parquet({_q(str(layout.dedup / 'exact' / 'bucket-*.parquet'))})")
         else:
-            con.execute(f"CREATE TABLE exact_groups AS SELECT * FROM {_empty(dedup.EXACT_SCHEMA)}")
+            con.execute(f"CREATE TABLE exact_groups AS SELECT * FROM {_empty(neardup.EXACT_SCHEMA)}")
         if layout.clusters.exists():
             con.execute(f"CREATE VIEW clusters AS SELECT * FROM read_parquet({_q(str(layout.clusters))})")
         else:
             con.execute(f"CREATE TABLE clusters AS SELECT 0::BIGINT AS node, 0::BIGINT AS doc_id, "
-                        f"{', '.join(f'NULL::BIGINT AS {dedup.grid_column(t)}' for t in GRID)} LIMIT 0")
+                        f"{', '.join(f'NULL::BIGINT AS {neardup.grid_column(t)}' for t in GRID)} LIMIT 0")
         # the documents near dedup can touch: those of a node with a candidate edge (nd_docs), and when
         # exact dedup is off, exact copies too (nd_docs_all: several may survive to share a node)
         copies = ("_n_content_hash > 1" if in_memory else
@@ -343,7 +343,7 @@ def _edges(r: Run) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def edges(run: str | Path | Run) -> pl.DataFrame:
-    """The run's near-duplicate candidate pairs (``lab.dedup.EDGE_SCHEMA``), ordered by (u_doc, v_doc)."""
+    """The run's near-duplicate candidate pairs (``lab.neardup.EDGE_SCHEMA``), ordered by (u_doc, v_doc)."""
     return open_run(run).cursor().sql("SELECT * FROM edges ORDER BY u_doc, v_doc").pl()
 
 
@@ -386,7 +386,7 @@ def near_drops(run: str | Path | Run, rules: list[Rule]) -> pa.Table:
     doc_ids = alive.column("doc_id").to_numpy()
     u, v, j = _edges(r)
     ranks = _near_ranks(keep, alive)
-    dropped = dedup.keep_one_per_cluster(doc_ids, alive.column("content_hash").to_numpy(), ranks, u, v, j, threshold)
+    dropped = neardup.keep_one_per_cluster(doc_ids, alive.column("content_hash").to_numpy(), ranks, u, v, j, threshold)
     pos = np.searchsorted(doc_ids, dropped, sorter=np.argsort(doc_ids))
     out = alive.take(pa.array(np.argsort(doc_ids)[pos])).select(schema.names).cast(schema)
     with r.lock:
@@ -548,7 +548,7 @@ def _shifted(counts: dict, before: dict, after: dict) -> dict:
 
 def _near_ranks(keep: str, alive: pa.Table) -> np.ndarray:
     """The rank ``keep`` orders an alive table's members by (its ``fbytes`` and ``rank`` columns)."""
-    return dedup.rank_of(keep, alive.column("fbytes").fill_null(float("nan")).to_numpy(),
+    return neardup.rank_of(keep, alive.column("fbytes").fill_null(float("nan")).to_numpy(),
                          alive.column("rank").fill_null(float("nan")).to_numpy())
 
 
@@ -782,7 +782,7 @@ def _grid_col(threshold: float) -> str:
     if not match:
         raise ConfigError(f"threshold={threshold!r} is not allowed: clusters are precomputed at "
                           f"{', '.join(f'{t:.2f}' for t in GRID)}; pick one of those")
-    return dedup.grid_column(match[0])
+    return neardup.grid_column(match[0])
 
 
 def _members_sql(col: str, extra: Sequence[str] = ()) -> str:
@@ -875,7 +875,7 @@ def _cluster_base(r: Run, col: str, threshold: float, keep: str, keep_signal: st
         sql = (f"WITH m AS ({_members_sql(col, [keep_signal] if keep == 'best_signal' else [])}), "
                f"e AS (SELECT cu.{col} AS cluster_id, min(e.jaccard) AS min_jaccard, avg(e.jaccard) AS mean_jaccard "
                f"FROM edges e JOIN clusters cu ON e.u = cu.node JOIN clusters cv ON e.v = cv.node "
-               f"WHERE cu.{col} = cv.{col} AND e.jaccard >= {threshold - dedup.EPS!r} GROUP BY ALL), "
+               f"WHERE cu.{col} = cv.{col} AND e.jaccard >= {threshold - neardup.EPS!r} GROUP BY ALL), "
                f"g AS (SELECT cluster_id, count(*) AS size, count(DISTINCT content_hash) AS nodes, "
                f"list(DISTINCT source ORDER BY source) AS sources, list(DISTINCT lang ORDER BY lang) AS languages, "
                f"first(doc_id ORDER BY {order}) AS representative FROM m GROUP BY cluster_id) "
@@ -1033,7 +1033,7 @@ def pair_jaccard(run: str | Path | Run, doc_a: int, doc_b: int) -> PairJaccard:
             return PairJaccard(float(row[0]), True)
     texts = dict(cur.execute(f"SELECT doc_id, text FROM docs WHERE doc_id IN ({int(doc_a)}, {int(doc_b)})").fetchall())
     ngram = r.config.stages.near_dedup.ngram if r.config is not None else 5
-    return PairJaccard(dedup.text_jaccard(texts.get(int(doc_a)) or "", texts.get(int(doc_b)) or "", ngram=ngram), False)
+    return PairJaccard(neardup.text_jaccard(texts.get(int(doc_a)) or "", texts.get(int(doc_b)) or "", ngram=ngram), False)
 
 
 # --- the tokenizer's stratified sample ----------------------------------------------------------------

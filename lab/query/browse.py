@@ -47,7 +47,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lab import dedup
+from lab import neardup
 from lab.config import Config
 from lab.errors import ConfigError
 from lab.query import (
@@ -524,7 +524,7 @@ def _near_keepers(r: Run, cur: duckdb.DuckDBPyConnection, rules: list[Rule], k: 
     doc_ids = alive.column("doc_id").to_numpy()
     u, v, j = _edges(r)
     ranks = _near_ranks(keep, alive)
-    keepers = dedup.cluster_keepers(doc_ids, alive.column("content_hash").to_numpy(), ranks, u, v, j, threshold)
+    keepers = neardup.cluster_keepers(doc_ids, alive.column("content_hash").to_numpy(), ranks, u, v, j, threshold)
     return dict(zip(doc_ids.tolist(), keepers.tolist()))
 
 

@@ -12,36 +12,33 @@ Every stage module has the same small surface:
   the run's signals hash, so a rerun recomputes the signals a change made stale;
 - ``rules(cfg) -> list[Rule]``: what a kept document satisfies, as data.
 
-Transform stages (``pii``) also have ``scrub(text) -> str``.
+Optional: ``Collector(cfg, n_buckets)``, a per-partition output (``signals(i, text)`` in place of
+``signals`` for the partition's i-th document, then ``write(layout, key, signals_table)``: near_dedup's
+MinHash signatures and shuffle records). Transform stages (``pii``) also have ``scrub(text) -> str``.
+
+Everything else derives from this registry: the config (``stages.<name>``, ``lab.config``), the knobs
+(fields declared with ``lab.stages.fields.knob``), the signals schema, the signals hash, the config
+reference, the funnel and the dashboard's cards.
 """
 
 from __future__ import annotations
 
+import importlib
 from types import ModuleType
 
-from lab.stages import (
-    c4,
-    exact_dedup,
-    extract,
-    fineweb,
-    gopher_quality,
-    gopher_repetition,
-    language,
-    near_dedup,
-    pii,
+# The registry, in funnel order (a document is counted at the first of these that rejects it):
+# adding a stage is its module here in lab/stages/ and its name on one line of this tuple.
+REGISTRY: tuple[str, ...] = (
+    "extract",
+    "language",
+    "gopher_quality",
+    "gopher_repetition",
+    "c4",
+    "fineweb",
+    "exact_dedup",
+    "near_dedup",
+    "pii",
 )
-
-# funnel order: a document is counted at the first of these that rejects it
-STAGES: tuple[ModuleType, ...] = (
-    extract,
-    language,
-    gopher_quality,
-    gopher_repetition,
-    c4,
-    fineweb,
-    exact_dedup,
-    near_dedup,
-    pii,
-)
+STAGES: tuple[ModuleType, ...] = tuple(importlib.import_module(f"lab.stages.{name}") for name in REGISTRY)
 STAGE_NAMES: tuple[str, ...] = tuple(m.NAME for m in STAGES)
 BY_NAME: dict[str, ModuleType] = {m.NAME: m for m in STAGES}

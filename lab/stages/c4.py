@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from lab.rules import Rule
-from lab.stages.fields import knob
+from lab.stages.fields import check, knob
 from lab.stages.text import sentences
 
 NAME = "c4"
@@ -51,8 +51,6 @@ class Config:
                                     help="On: no line C4 keeps of a kept document contains a curly brace.")
 
     def __post_init__(self) -> None:
-        from lab.config import check
-
         check("min_sentences", self.min_sentences, self.min_sentences >= 0, ">= 0")
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from lab.rules import Rule
-from lab.stages.fields import knob
+from lab.stages.fields import check, knob
 
 NAME = "extract"
 VERSION = 1  # bump when signals() (or what it reads: word lists, models) gives other values
@@ -31,8 +31,6 @@ class Config:
                                "and trailing whitespace not counted.")
 
     def __post_init__(self) -> None:
-        from lab.config import check
-
         check("min_chars", self.min_chars, self.min_chars >= 0, ">= 0")
 
 

@@ -5,6 +5,12 @@
 sentence: what a document must satisfy to be kept) and, when it is not the stage module's
 ``SOURCE``, ``source`` (where the default comes from: the paper or filter it is published in).
 ``lab.knobs`` reads it to label each control; the default itself is the published one.
+
+A field declared with ``knob`` is a threshold the lab can move without recomputing anything; any other
+field of a stage config (a plain default with a comment, such as MinHash's ``ngram``) decides how
+signals are computed and is not a knob. ``choices`` makes a knob a pick from a fixed list, and
+``kind="languages"`` a list of language codes. ``check`` is the one validation helper of every config
+class: its ``ConfigError`` names the key, the value and what is allowed.
 """
 
 from __future__ import annotations
@@ -12,15 +18,33 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from lab.errors import ConfigError
 
-def knob(default: Any, *, unit: str, help: str, source: str | None = None) -> Any:
+
+def check(key: str, value: Any, ok: bool, allowed: str) -> None:
+    """Raise a ConfigError naming ``key`` and ``value`` unless ``ok``; used in ``__post_init__``.
+
+    >>> check("min_words", -1, False, ">= 0")
+    Traceback (most recent call last):
+    lab.errors.ConfigError: min_words=-1 is not allowed: must be >= 0
+    """
+    if not ok:
+        raise ConfigError(f"{key}={value!r} is not allowed: must be {allowed}")
+
+
+def knob(default: Any, *, unit: str, help: str, source: str | None = None, choices: tuple = (),
+         kind: str | None = None) -> Any:
     """A dataclass field with a default and its unit, help and (optional) source as metadata.
 
     >>> f = knob(50, unit="words", help="A kept document has at least this many words.")
     >>> f.default, f.metadata["unit"]
     (50, 'words')
     """
-    meta = {"unit": unit, "help": help}
+    meta: dict[str, Any] = {"unit": unit, "help": help}
     if source is not None:
         meta["source"] = source
+    if choices:
+        meta["choices"] = tuple(choices)
+    if kind is not None:
+        meta["kind"] = kind
     return dataclasses.field(default=default, metadata=meta)

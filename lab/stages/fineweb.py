@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from lab.rules import Rule
-from lab.stages.fields import knob
+from lab.stages.fields import check, knob
 from lab.stages.text import TERMINAL_PUNCTUATION, words
 
 NAME = "fineweb"
@@ -46,8 +46,6 @@ class Config:
                                          help="A kept document has at most this many newlines per word.")
 
     def __post_init__(self) -> None:
-        from lab.config import check
-
         for f in ("min_line_punct_ratio", "max_short_line_ratio", "max_dup_line_char_ratio"):
             v = getattr(self, f)
             check(f, v, 0.0 <= v <= 1.0, "a fraction between 0 and 1")

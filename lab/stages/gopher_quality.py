@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from lab.rules import Rule
-from lab.stages.fields import knob
+from lab.stages.fields import check, knob
 from lab.stages.text import SYMBOLS, words
 
 NAME = "gopher_quality"
@@ -61,8 +61,6 @@ class Config:
                                     "that, have, with.")
 
     def __post_init__(self) -> None:
-        from lab.config import check
-
         check("min_words", self.min_words, self.min_words >= 0, ">= 0")
         check("max_words", self.max_words, self.max_words >= self.min_words, f">= min_words ({self.min_words})")
         check("min_mean_word_length", self.min_mean_word_length, self.min_mean_word_length >= 0, ">= 0")

@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from lab.rules import Rule
-from lab.stages.fields import knob
+from lab.stages.fields import check, knob
 from lab.stages.text import words
 
 NAME = "gopher_repetition"
@@ -86,8 +86,6 @@ class Config:
                                                 "10-grams that repeat an earlier one.")
 
     def __post_init__(self) -> None:
-        from lab.config import check
-
         for f in self.__dataclass_fields__:
             if f.startswith("max_"):
                 v = getattr(self, f)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from lab.rules import Rule
-from lab.stages.fields import knob
+from lab.stages.fields import check, knob
 
 NAME = "language"
 VERSION = 1  # bump when signals() (or what it reads: word lists, models) gives other values
@@ -35,13 +35,11 @@ class Config:
                               "document passes.")
     keep: tuple[str, ...] = knob(("en",), unit="ISO 639 codes",
                                  help="A kept document's most likely language (as fastText lid.176 labels it) is one "
-                                      "of these.")
+                                      "of these.", kind="languages")
     min_score: float = knob(0.65, unit="score 0..1",
                             help="A kept document's most likely language has a probability of at least this.")
 
     def __post_init__(self) -> None:
-        from lab.config import check
-
         check("keep", self.keep, len(self.keep) > 0 and all(isinstance(x, str) and x for x in self.keep),
               "a non-empty list of language codes such as [en, de]")
         check("min_score", self.min_score, 0.0 <= self.min_score <= 1.0, "between 0 and 1")

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from lab.rules import Rule
-from lab.stages.fields import knob
+from lab.stages.fields import check, knob
 
 NAME = "pii"
 VERSION = 1  # bump when signals() (or what it reads: word lists, models) gives other values
@@ -42,8 +42,6 @@ class Config:
                         source="corpus-lab (-1: no limit; PII is replaced, not dropped)")
 
     def __post_init__(self) -> None:
-        from lab.config import check
-
         check("max_pii", self.max_pii, self.max_pii >= -1, "-1 (no limit) or a count >= 0")
 
 
