@@ -3,8 +3,9 @@
 For each document read from the partition: HTML is extracted, every stage computes its signals,
 and the PII stage scrubs the stored text. In ``explore`` mode every signal of every document is
 computed, so any threshold can move later. In ``batch`` mode the stages run in funnel order and
-the first failing per-document rule short-circuits the later stages: their signals stay empty
-and the drop reason is stored in ``drop_reason``. Group rules (exact and near dedup) are decided
+the first failing per-document rule short-circuits the later stages: their signals stay empty,
+the drop reason is stored in ``drop_reason`` and the document's text is not stored (so it is
+neither PII-scrubbed nor tokenized: only the survivors are). Group rules (exact and near dedup) are decided
 later, over all partitions, by ``lab.query``; both modes give the same kept set for the same config.
 
 A stage with a per-partition output (``Collector``: near_dedup's MinHash signatures and LSH band
@@ -59,9 +60,11 @@ def _clean(v: Any) -> Any:
 
 
 def annotate_doc(doc: Doc, cfg: Config, batch_rules: dict[str, list[Rule]] | None,
-                 clock: dict[str, float], collectors: dict[str, Any] | None = None, i: int = 0) -> tuple[dict, str]:
-    """Signals of one document (the partition's ``i``-th) and the text to store. ``batch_rules`` (stage ->
-    rules) set = batch mode; ``collectors``: stage -> its per-partition ``Collector`` (``new_collectors``)."""
+                 clock: dict[str, float], collectors: dict[str, Any] | None = None,
+                 i: int = 0) -> tuple[dict, str | None]:
+    """Signals of one document (the partition's ``i``-th) and the text to store (PII scrubbed; None for a
+    document batch mode dropped). ``batch_rules`` (stage -> rules) set = batch mode; ``collectors``:
+    stage -> its per-partition ``Collector`` (``new_collectors``)."""
     row: dict[str, Any] = {"doc_id": doc.doc_id, "source": doc.source, "bytes": doc.raw_bytes,
                            "malformed_utf8": doc.malformed_utf8, "drop_reason": None}
     text = doc.text
@@ -81,8 +84,9 @@ def annotate_doc(doc: Doc, cfg: Config, batch_rules: dict[str, list[Rule]] | Non
             if why:
                 row["drop_reason"] = why
                 break
-    if row.get("pii_total") or (row["drop_reason"] is not None and "pii_total" not in row):
-        # stored text never holds PII: batch mode scrubs the documents it dropped before the pii stage too
+    if row["drop_reason"] is not None:
+        return row, None  # batch mode keeps no text of a document it dropped: nothing to scrub or tokenize
+    if row.get("pii_total"):  # stored text never holds PII
         t0 = time.thread_time()
         text = pii.scrub(text)
         clock["pii"] = clock.get("pii", 0.0) + (time.thread_time() - t0)

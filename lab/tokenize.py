@@ -12,7 +12,7 @@
   the run manifest). ``load`` refuses a file whose hash is not the expected one, so tokens
   counted, packed and loaded later all come from the same vocabulary.
 - **Apply** (``tokenize_partition``, one Dask task per partition): the partition's stored text
-  (``docs/``) encoded in batches with one tokenizer per worker process (loaded once, cached by
+  (``docs/``; in batch mode only the survivors of the per-document rules have any) encoded in batches with one tokenizer per worker process (loaded once, cached by
   hash); per document ``n_tokens``, whitespace ``words`` and ``continued_words`` (words cut into
   more than one token) go to ``tokenized/part-KEY.parquet`` with the token ids.
 """
@@ -176,6 +176,7 @@ def tokenize_partition(run_dir: str | Path, key: str, sha256: str) -> dict:
     layout = RunLayout(Path(run_dir))
     tok = load(layout, sha256)
     docs = pq.read_table(layout.part("docs", key), columns=["doc_id", "text"])
+    docs = docs.filter(docs.column("text").is_valid())  # batch mode: the documents it dropped have no text
     texts = docs.column("text").to_pylist()
     ids, continued = encode(tok, texts)
     table = pa.table({"doc_id": docs.column("doc_id"), "n_tokens": np.array([a.size for a in ids], dtype=np.int32),

@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from lab import engine, query, sample
@@ -207,6 +208,15 @@ def test_batch_mode_keeps_the_same_documents(synthetic, one_worker_run, tmp_path
     stored = {d: r for d, r, _ in sig.iter_rows()}
     assert all(stored[d] == why for d, why in explore.items() if why and not why.startswith(("exact_dedup", "near_dedup")))
     assert sig.filter(sig["drop_reason"].is_not_null())["content_hash"].null_count() == sig["drop_reason"].is_not_null().sum()
+    # only the survivors of the per-document rules are PII-scrubbed and tokenized: the others keep no text
+    docs = pq.read_table(RunLayout(cfg.run_dir).docs, columns=["doc_id", "text"]).to_pydict()
+    text = dict(zip(docs["doc_id"], docs["text"]))
+    dropped = {d for d, r, _ in sig.iter_rows() if r is not None}
+    assert dropped and all(text[d] is None for d in dropped)
+    assert all(text[d] is not None for d in text if d not in dropped)
+    tokenized = {d for f in RunLayout(cfg.run_dir).tokenized_dir.glob("part-*.parquet")
+                 for d in pq.read_table(f, columns=["doc_id"])["doc_id"].to_pylist()}
+    assert tokenized == set(text) - dropped
 
 
 def test_sigkill_mid_run_then_resume_is_byte_identical(synthetic, tmp_path):
