@@ -76,7 +76,7 @@ def annotate_doc(doc: Doc, cfg: Config, batch_rules: dict[str, list[Rule]] | Non
     for module in STAGES:
         t0 = time.thread_time()
         collector = (collectors or {}).get(module.NAME)
-        signals = collector.signals(i, text) if collector is not None else module.signals(text)
+        signals = collector.signals(i, text, doc) if collector is not None else module.signals(text)
         row.update({k: _clean(v) for k, v in signals.items()})
         clock[module.NAME] = clock.get(module.NAME, 0.0) + (time.thread_time() - t0)
         if batch_rules is not None:

@@ -11,6 +11,7 @@ import yaml
 from lab import knobs
 from lab.config import Config, build, dumps, loads, to_dict
 from lab.errors import ConfigError
+from lab.stages import STAGE_NAMES
 
 
 def test_every_threshold_is_a_knob_with_its_signal():
@@ -192,12 +193,11 @@ def test_reset_one_stage_or_all():
     assert names[0] == "gopher_quality.enabled" and "gopher_quality.min_words" in names
     assert all(n.startswith("gopher_quality.") for n in names) and len(names) == 10
     assert knobs.stage_knobs("near_dedup") == ("near_dedup.enabled", "near_dedup.threshold", "near_dedup.keep")
-    assert {n for s in ("extract", "language", "gopher_quality", "gopher_repetition", "c4", "fineweb", "exact_dedup",
-                        "near_dedup", "pii") for n in knobs.stage_knobs(s)} == set(knobs.values(Config()))
+    assert {n for s in STAGE_NAMES for n in knobs.stage_knobs(s)} == set(knobs.values(Config()))
     moved = {"gopher_quality.min_words": 80, "gopher_quality.enabled": False, "c4.min_sentences": 3}
     assert knobs.reset(moved, stage="gopher_quality") == {"c4.min_sentences": 3}
     assert knobs.reset(moved) == {} and moved["c4.min_sentences"] == 3  # the caller's dict is not changed
-    with pytest.raises(ConfigError, match="unknown stage 'gopher'.*known: extract, language"):
+    with pytest.raises(ConfigError, match="unknown stage 'gopher'.*known: url, extract, language"):
         knobs.stage_knobs("gopher")
 
 
@@ -248,7 +248,7 @@ def test_link_keeps_the_apps_other_parameters_out():
 @pytest.mark.parametrize("link, match", [
     ("gopher_quality.min_wrds=80", r"link parameter 'gopher_quality.min_wrds' does not exist; the knobs of "
                                    r"gopher_quality: gopher_quality.enabled, gopher_quality.min_words"),
-    ("tab=planner", r"link parameter 'tab' does not exist; knobs are stage.key with stage one of extract"),
+    ("tab=planner", r"link parameter 'tab' does not exist; knobs are stage.key with stage one of url, extract"),
     ("gopher_quality.min_words=eighty", r"gopher_quality.min_words='eighty' is not allowed: must be a whole number "
                                         r"\(words\); fix the value in the link or remove the parameter"),
     ("gopher_quality.min_words=80.5", r"must be a whole number"),

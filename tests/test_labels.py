@@ -24,6 +24,7 @@ from lab.config import load
 from lab.errors import ConfigError
 from lab.io import labels as label_io
 from lab.io.run import RunLayout
+from lab.stages import STAGE_NAMES
 from lab.stats import wilson
 
 T0 = dt.datetime(2025, 3, 1, 12, 0, tzinfo=dt.timezone.utc)
@@ -255,9 +256,10 @@ def test_stage_precision_by_hand(run, by_stage):
                                                      "time": pa.array([at(0)], pa.timestamp("us", tz="UTC")),
                                                      "note": [""]}))
     sp = query.stage_precision(run, cfg)
-    assert sp["stage"].to_list() == ["extract", "language", "gopher_quality", "gopher_repetition", "c4", "fineweb",
-                                     "exact_dedup", "near_dedup", "pii", "kept"]
-    assert sp["dropped_docs"].to_list() == [5, 30, 20, 20, 20, 20, 30, 20, 0, 296]
+    assert sp["stage"].to_list() == [*STAGE_NAMES, "kept"]
+    assert dict(zip(sp["stage"], sp["dropped_docs"])) == {
+        "url": 0, "extract": 5, "language": 30, "gopher_quality": 20, "gopher_repetition": 20, "c4": 20, "fineweb": 20,
+        "exact_dedup": 30, "near_dedup": 20, "pii": 0, "kept": 296}
     rows = {r["stage"]: r for r in sp.iter_rows(named=True)}
     g = rows["gopher_quality"]
     assert (g["labelled"], g["labelled_bad"], g["labelled_good"], g["precision"]) == (4, 3, 1, 0.75)

@@ -12,9 +12,11 @@ Every stage module has the same small surface:
   the run's signals hash, so a rerun recomputes the signals a change made stale;
 - ``rules(cfg) -> list[Rule]``: what a kept document satisfies, as data.
 
-Optional: ``Collector(cfg, n_buckets)``, a per-partition output (``signals(i, text)`` in place of
-``signals`` for the partition's i-th document, then ``write(layout, key, signals_table)``: near_dedup's
-MinHash signatures and shuffle records). Transform stages (``pii``) also have ``scrub(text) -> str``.
+Optional: ``Collector(cfg, n_buckets)``, made once per partition, for a stage whose signals need more
+than the text or that writes files of its own: ``signals(i, text, doc)`` replaces ``signals`` for the
+partition's i-th document (``doc``: the ``lab.doc.Doc``, its URL and source), then ``write(layout, key,
+signals_table)`` once (near_dedup's MinHash signatures and shuffle records; the url stage reads the
+document's URL and the lists its config names). Transform stages (``pii``) also have ``scrub(text) -> str``.
 
 Everything else derives from this registry: the config (``stages.<name>``, ``lab.config``), the knobs
 (fields declared with ``lab.stages.fields.knob``), the signals schema, the signals hash, the config
@@ -29,6 +31,7 @@ from types import ModuleType
 # The registry, in funnel order (a document is counted at the first of these that rejects it):
 # adding a stage is its module here in lab/stages/ and its name on one line of this tuple.
 REGISTRY: tuple[str, ...] = (
+    "url",
     "extract",
     "language",
     "gopher_quality",

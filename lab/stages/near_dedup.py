@@ -95,7 +95,7 @@ def rules(cfg: Config) -> list[Rule]:
 
 class Collector:
     """The partition's near-dedup output, filled as annotate reads its documents (the stage's
-    per-partition hook): ``signals(i, text)`` for the partition's i-th document that reaches the
+    per-partition hook): ``signals(i, text, doc)`` for the partition's i-th document that reaches the
     stage, then ``write`` once with the partition's signals table (its ``content_hash`` and
     ``doc_id`` columns key the shuffle records)."""
 
@@ -104,7 +104,7 @@ class Collector:
         self.signatures: dict[int, np.ndarray] = {}  # row -> signature, documents with at least one shingle
         self.sets: dict[int, np.ndarray] = {}  # row -> shingle hashes (exact_jaccard)
 
-    def signals(self, i: int, text: str) -> dict:
+    def signals(self, i: int, text: str, doc: object = None) -> dict:
         sig, shingles = signature(text, self.cfg)
         if shingles.size:
             self.signatures[i] = sig
