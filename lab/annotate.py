@@ -93,9 +93,9 @@ def annotate_doc(doc: Doc, cfg: Config, batch_rules: dict[str, list[Rule]] | Non
     return row, text
 
 
-def new_collectors(cfg: Config, n_buckets: int) -> dict[str, Any]:
+def new_collectors(cfg: Config, n_buckets: int, run_dir: Path | None = None) -> dict[str, Any]:
     """stage -> a fresh per-partition ``Collector`` of every stage that has one."""
-    return {m.NAME: m.Collector(cfg.stage(m.NAME), n_buckets) for m in STAGES if hasattr(m, "Collector")}
+    return {m.NAME: m.Collector(cfg.stage(m.NAME), n_buckets, run_dir) for m in STAGES if hasattr(m, "Collector")}
 
 
 REPORT_EVERY_S = 0.5  # how often a partition reports the input it has read (``report``)
@@ -119,7 +119,7 @@ def annotate_partition(part: Partition, cfg: Config, run_dir: str | Path, n_buck
                 batch_rules.setdefault(r.stage, []).append(r)
     schema = signals_schema()
     rows: list[dict] = []
-    collectors = new_collectors(cfg, n_buckets)
+    collectors = new_collectors(cfg, n_buckets, Path(run_dir))
     docs: dict[str, list] = {n: [] for n in DOCS_SCHEMA.names}
     rejects: dict[str, list] = {n: [] for n in REJECTS_SCHEMA.names}
     result = PartitionResult(part.key)

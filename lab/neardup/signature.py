@@ -91,14 +91,22 @@ def shingles(normalized: str, ngram: int) -> list[bytes]:
     return [" ".join(words[i:i + ngram]).encode() for i in range(len(words) - ngram + 1)]
 
 
-def shingle_hashes(normalized: str, ngram: int) -> np.ndarray:
-    """uint32 hashes of every shingle of a normalized text (single spaces), duplicates removed."""
+def ngram_hashes(normalized: str, ngram: int, *, whole_if_short: bool = True) -> np.ndarray:
+    """uint64 polynomial hashes of the word ``ngram``-grams of a normalized text (single spaces), one per
+    position, in order. A text with fewer words is one n-gram of all of them (``whole_if_short``) or none.
+
+    >>> h = ngram_hashes("a b c a b", 2)
+    >>> h.size, bool(h[0] == h[3]), ngram_hashes("a b", 3, whole_if_short=False).size
+    (4, True, 0)
+    """
     if not normalized:
-        return np.zeros(0, dtype=np.uint32)
+        return np.zeros(0, dtype=np.uint64)
     b = np.frombuffer(normalized.encode("utf-8", "surrogatepass"), dtype=np.uint8)
     n = b.size
-    pw, inv = _table(n + 1)
     spaces = np.flatnonzero(b == 32)
+    if spaces.size + 1 < ngram and not whole_if_short:
+        return np.zeros(0, dtype=np.uint64)
+    pw, inv = _table(n + 1)
     starts = np.concatenate(([0], spaces + 1))
     ends = np.concatenate((spaces, [n]))
     with np.errstate(over="ignore"):
@@ -108,8 +116,12 @@ def shingle_hashes(normalized: str, ngram: int) -> np.ndarray:
             s, e = starts[:1], ends[-1:]
         else:
             s, e = starts[: starts.size - ngram + 1], ends[ngram - 1:]
-        h = (prefix[e] - prefix[s]) * inv[s]
-    return np.unique((h >> np.uint64(32)).astype(np.uint32))
+        return (prefix[e] - prefix[s]) * inv[s]
+
+
+def shingle_hashes(normalized: str, ngram: int) -> np.ndarray:
+    """uint32 hashes of every shingle of a normalized text (single spaces), duplicates removed."""
+    return np.unique((ngram_hashes(normalized, ngram) >> np.uint64(32)).astype(np.uint32))
 
 
 @lru_cache(maxsize=8)

@@ -12,11 +12,12 @@ Every stage module has the same small surface:
   the run's signals hash, so a rerun recomputes the signals a change made stale;
 - ``rules(cfg) -> list[Rule]``: what a kept document satisfies, as data.
 
-Optional: ``Collector(cfg, n_buckets)``, made once per partition, for a stage whose signals need more
+Optional: ``Collector(cfg, n_buckets, run_dir)``, made once per partition, for a stage whose signals need more
 than the text or that writes files of its own: ``signals(i, text, doc)`` replaces ``signals`` for the
 partition's i-th document (``doc``: the ``lab.doc.Doc``, its URL and source), then ``write(layout, key,
 signals_table)`` once (near_dedup's MinHash signatures and shuffle records; the url stage reads the
-document's URL and the lists its config names). Transform stages (``pii``) also have ``scrub(text) -> str``.
+document's URL and the lists its config names). ``prepare(cfg, run_dir)``, when a stage has it, runs
+once in the driver before any partition is annotated (decontamination builds its n-gram index). Transform stages (``pii``) also have ``scrub(text) -> str``.
 
 Everything else derives from this registry: the config (``stages.<name>``, ``lab.config``), the knobs
 (fields declared with ``lab.stages.fields.knob``), the signals schema, the signals hash, the config
@@ -38,6 +39,7 @@ REGISTRY: tuple[str, ...] = (
     "gopher_repetition",
     "c4",
     "fineweb",
+    "decontamination",
     "exact_dedup",
     "near_dedup",
     "pii",

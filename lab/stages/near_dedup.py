@@ -16,6 +16,7 @@ among the documents that passed every earlier stage; one member per group is kep
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -99,7 +100,7 @@ class Collector:
     stage, then ``write`` once with the partition's signals table (its ``content_hash`` and
     ``doc_id`` columns key the shuffle records)."""
 
-    def __init__(self, cfg: Config, n_buckets: int) -> None:
+    def __init__(self, cfg: Config, n_buckets: int = 1, run_dir: Any = None) -> None:
         self.cfg, self.n_buckets = cfg, n_buckets
         self.signatures: dict[int, np.ndarray] = {}  # row -> signature, documents with at least one shingle
         self.sets: dict[int, np.ndarray] = {}  # row -> shingle hashes (exact_jaccard)

@@ -230,7 +230,7 @@ def _word_hits(url: str, words: frozenset[str]) -> int:
 class Collector:
     """Per partition: the lists, read once per process; each document's URL through ``url_signals``."""
 
-    def __init__(self, cfg: Config, n_buckets: int) -> None:
+    def __init__(self, cfg: Config, n_buckets: int = 1, run_dir: Any = None) -> None:
         self.blocked = blocklist(cfg.blocklist).domains if cfg.blocklist else {}
         words = set(w.lower() for w in cfg.words)
         if cfg.word_list:
