@@ -362,3 +362,18 @@ def test_reduce_memory_does_not_grow_with_corpus_size(tmp_path):
     a, b = _peak_reduce_bytes(small), _peak_reduce_bytes(large)
     print(f"\npeak reduce-task allocation: {a / 1e6:.3f} MB at 150 documents, {b / 1e6:.3f} MB at 600")
     assert b < 1.5 * a
+
+
+def test_normalize_translates_like_the_two_regex_passes_on_any_unicode():
+    import random
+    import unicodedata
+
+    def reference(text: str) -> str:
+        t = sg._MARKS.sub("", unicodedata.normalize("NFKD", text)).lower()
+        return " ".join(sg._PUNCT.sub(" ", sg._DIGITS.sub("0", t)).split())
+
+    rng = random.Random(0)
+    texts = ["".join(chr(rng.randrange(0, 0x3000)) for _ in range(500)) for _ in range(200)]
+    texts += ["".join(chr(rng.randrange(0, 0x110000)) for _ in range(300)) for _ in range(300)]
+    texts += ["İstanbul ŞİŞLİ Ǆ ß ẞ ﬁ Ⅻ ① ¼ ٣ ๓ 𝟘 snake_case Crème brûlée"]
+    assert all(sg.normalize(t) == reference(t) for t in texts)
