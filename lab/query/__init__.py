@@ -52,148 +52,23 @@ from lab.query.run import (  # noqa: F401
     _sample_order,
     open_run,
 )
+from lab.query.compile import (  # noqa: F401
+    _check_columns,
+    _compare,
+    _failure_in,
+    _literal,
+    _reason_of,
+    _rules,
+    codes_sql,
+    failure,
+    funnel_filter_shape_sql,
+    predicate,
+)
 from lab.rules import Rule
-from lab.select import ruleset
 from lab.stages import STAGE_NAMES, STAGES
 from lab.stages.near_dedup import GRID
 
 INCREMENTAL_SHARE = 0.25  # recompute from scratch when more of the documents than this may change
-
-
-# --- rules -> SQL ---------------------------------------------------------------------------------
-
-
-def _literal(v: Any) -> str:
-    if isinstance(v, bool):
-        return "TRUE" if v else "FALSE"
-    if isinstance(v, (int, float)):
-        return repr(v)
-    if isinstance(v, str):
-        return _q(v)
-    raise ConfigError(f"rule threshold {v!r} ({type(v).__name__}) cannot be used in SQL; use a number or a string")
-
-
-def predicate(rule: Rule) -> str:
-    """The SQL condition a kept document satisfies; NULL (a missing signal) never passes.
-
-    >>> predicate(Rule("language", "lang", "in", ("en", "de"), "other_language"))
-    "coalesce(\"lang\" IN ('en', 'de'), FALSE)"
-    """
-    return f"coalesce({_compare(rule, negate=False)}, FALSE)"
-
-
-def failure(rule: Rule, *, nullable: bool = True) -> str:
-    """The SQL condition a document fails ``rule`` on (the negation of ``predicate``).
-
-    >>> failure(Rule("gopher_quality", "gq_words", ">=", 50, "too_short"))
-    '("gq_words" IS NULL OR "gq_words" < 50)'
-    """
-    cond = _compare(rule, negate=True)
-    return f"({_ident(rule.signal)} IS NULL OR {cond})" if nullable else cond
-
-
-def _compare(rule: Rule, *, negate: bool) -> str:
-    col = _ident(rule.signal)
-    if rule.op == "in":
-        return f"{col} {'NOT IN' if negate else 'IN'} ({', '.join(_literal(v) for v in rule.value)})"
-    ops = {">=": ("<", ">="), "<=": (">", "<="), "==": ("<>", "="), "!=": ("=", "<>")}
-    if rule.op not in ops:
-        raise ValueError(f"{rule.drop_reason}: {rule.op} is a group rule, not a predicate")
-    return f"{col} {ops[rule.op][0 if negate else 1]} {_literal(rule.value)}"
-
-
-def _failure_in(rule: Rule, run: Run | None) -> str | None:
-    """``failure(rule)`` for this run, or None when no document of it can fail the rule: the column's
-    exact min and max (in-memory runs) already satisfy the threshold and it has no NULLs."""
-    nullable = run is None or run.nullable is None or rule.signal in run.nullable
-    rng = run.ranges.get(rule.signal) if run is not None and run.ranges else None
-    if rng is not None and isinstance(rule.value, (int, float)) and not isinstance(rule.value, bool):
-        lo, hi = rng
-        if (rule.op == ">=" and lo >= rule.value) or (rule.op == "<=" and hi <= rule.value) \
-                or (rule.op == "==" and lo == hi == rule.value):
-            return f"{_ident(rule.signal)} IS NULL" if nullable else None
-    return failure(rule, nullable=nullable)
-
-
-def _check_columns(run: Run, names: Sequence[str]) -> None:
-    for n in names:
-        if n not in run.columns:
-            raise ConfigError(f"signal {n!r} is not in this run; known: {', '.join(run.columns)}")
-
-
-def codes_sql(rules: list[Rule], *, extra: Sequence[str] = (), run: Run | None = None,
-              source: str = "signals") -> str:
-    """A query of ``doc_id, bytes, code`` (+ ``extra`` columns): ``code`` is the index in ``rules``
-    of each document's first failing rule, NULL when it passes them all.
-
-    Scalar rules become one ``CASE`` over negated predicates (NULL guards only on columns that have
-    NULLs, when ``run`` says which). A group rule keeps the lowest ``doc_id`` per value among the
-    documents still alive; when ``run`` holds group sizes (``_n_<signal>``), only documents of
-    groups with more than one member go through the window.
-    """
-    base = list(dict.fromkeys(["doc_id", "bytes", *extra]))
-    sized = {r.signal for r in rules if r.op == "first_in_group" and run is not None and f"_n_{r.signal}" in run.columns}
-
-    def keep_after(i: int) -> list[str]:
-        """Columns the layers after rule ``i`` still read: each layer projects down to these."""
-        later = [r.signal for r in rules[i + 1:]]
-        later += [f"_n_{r.signal}" for r in rules[i + 1:] if r.op == "first_in_group" and r.signal in sized]
-        return [c for c in dict.fromkeys(later) if c not in base]
-
-    cols = list(dict.fromkeys([*base, *(r.signal for r in rules), *(f"_n_{c}" for c in sorted(sized))]))
-    sql = f"SELECT {', '.join(map(_ident, cols))}, NULL::INTEGER AS code FROM {source}"
-    pending: list[tuple[int, Rule]] = []
-
-    def select_list(i: int, code: str) -> str:
-        return ", ".join([*map(_ident, base + keep_after(i)), f"{code} AS code"])
-
-    def flush(sql: str) -> str:
-        if not pending:
-            return sql
-        last = pending[-1][0]
-        whens = [(i, _failure_in(r, run)) for i, r in pending]
-        whens = " ".join(f"WHEN {f} THEN {i}" for i, f in whens if f is not None)
-        pending.clear()
-        code = f"coalesce(code, CASE {whens} END)" if whens else "code"
-        return f"SELECT {select_list(last, code)} FROM ({sql})"
-
-    for i, rule in enumerate(rules):
-        if rule.op == "first_in_cluster":  # decided afterwards over the survivors' edges (near_drops)
-            continue
-        if rule.op != "first_in_group":
-            pending.append((i, rule))
-            continue
-        sql = flush(sql)
-        col = _ident(rule.signal)
-        if rule.signal in sized:
-            n = _ident(f"_n_{rule.signal}")
-            sql = (f"WITH prev AS MATERIALIZED ({sql}) "
-                   f"SELECT {select_list(i, f'CASE WHEN code IS NULL AND {col} IS NULL THEN {i} ELSE code END')} "
-                   f"FROM prev WHERE NOT (code IS NULL AND {n} > 1 AND {col} IS NOT NULL) "
-                   f"UNION ALL SELECT {select_list(i, f'CASE WHEN row_number() OVER (PARTITION BY {col} ORDER BY doc_id) > 1 THEN {i} END')} "
-                   f"FROM prev WHERE code IS NULL AND {n} > 1 AND {col} IS NOT NULL")
-        else:
-            sql = (f"SELECT {select_list(i, f'CASE WHEN code IS NOT NULL THEN code WHEN {col} IS NULL OR row_number() OVER (PARTITION BY {col}, code IS NULL ORDER BY doc_id) > 1 THEN {i} END')} "
-                   f"FROM ({sql})")
-    return flush(sql)
-
-
-def _reason_of(rules: list[Rule]) -> str:
-    """SQL mapping a code to its drop reason."""
-    if not rules:
-        return "NULL::VARCHAR"
-    return f"([{', '.join(_q(r.drop_reason) for r in rules)}])[code + 1]"
-
-
-def _rules(r: Run, config: Config) -> list[Rule]:
-    """The config's rules for this run; a batch run only answers for the thresholds it ran with
-    (it skipped the later stages' signals of the documents it dropped)."""
-    rules = ruleset(config, r.stats())
-    _check_columns(r, [x.signal for x in rules])
-    if r.config is not None and r.config.mode == "batch" and ruleset(r.config) != rules:
-        raise ConfigError(f"{r.layout.root} is a batch run: it answers only for the thresholds it ran with; "
-                          "run the inputs with mode: explore to move thresholds afterwards")
-    return rules
 
 
 # --- near dedup: selection-aware, over the survivors' candidate edges --------------------------------
@@ -469,34 +344,6 @@ def code_counts(r: Run, rules: list[Rule], by: str | None) -> dict:
         while len(r.memo) > MEMO_FUNNELS:
             r.memo.popitem(last=False)
     return result
-
-
-def funnel_filter_shape_sql(rules: list[Rule]) -> str:
-    """The funnel as one ``FILTER`` aggregate per stage over cumulative predicates.
-
-    Kept only as the measured alternative to ``funnel``'s single GROUP BY over the computed first
-    failing rule (``bench/funnel_query.py`` times both; the GROUP BY shape is the one used).
-    A group rule becomes a window partitioned by its signal and by "alive before this stage"; the
-    near-dedup rule (components over edges, not SQL) is left out.
-    """
-    stages = list(dict.fromkeys(r.stage for r in rules))
-    cols = list(dict.fromkeys(["doc_id", *(r.signal for r in rules)]))
-    alive = "TRUE"
-    aggs, windows = [], []
-    for stage in stages:
-        conds = []
-        for r in (x for x in rules if x.stage == stage and x.op != "first_in_cluster"):  # near dedup: not SQL
-            if r.op == "first_in_group":
-                w = f"_rn{len(windows)}"
-                windows.append(f"row_number() OVER (PARTITION BY {_ident(r.signal)}, ({alive}) ORDER BY doc_id) AS {w}")
-                conds.append(f"({_ident(r.signal)} IS NOT NULL AND {w} = 1)")
-            else:
-                conds.append(predicate(r))
-        passes = " AND ".join(conds) if conds else "TRUE"
-        aggs.append(f"count(*) FILTER (WHERE {alive} AND NOT ({passes})) AS {_ident(stage)}")
-        alive = f"{alive} AND {passes}"
-    inner = f"SELECT {', '.join(map(_ident, cols))}{''.join(', ' + w for w in windows)} FROM signals"
-    return f"SELECT {', '.join(aggs)} FROM ({inner})"
 
 
 def reason_counts(run: str | Path | Run, config: Config) -> pl.DataFrame:
