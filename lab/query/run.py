@@ -175,8 +175,8 @@ def open_run(run: str | Path | Run, *, in_memory: bool = False, refresh: bool = 
                 OrderedDict() if in_memory else None)
         if in_memory and r.config is not None and r.config.mode == "explore":
             # warm the memo with the run's own funnel: the first slider move is then incremental
-            from lab.query import _counts_in_memory, code_counts  # (it imports this one)
-            from lab.query.compile import _rules
+            from lab.query.compile import _rules  # the modules that import this one
+            from lab.query.funnel import _counts_in_memory, code_counts
             from lab.query.neardup import _without_near
 
             rules = _rules(r, r.config)
