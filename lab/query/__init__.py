@@ -22,9 +22,9 @@ The modules, each importing only those above it (``run`` reaches the funnel's me
 - ``run``: ``Run``, ``open_run`` and its cached connections, the run's constants, the SQL helpers;
 - ``compile``: rules -> SQL (``predicate``, ``failure``, ``codes_sql``), pure;
 - ``neardup``: near dedup over the survivors' candidate edges; the cluster browser;
+- ``codes``: in memory, each document's first failing rule as an array;
 - ``funnel``: the funnel and its incremental memo, drop reasons, samples of drops, signal tables;
 - ``tokens``: the tokenizer's stratified sample, token counts, fertility, packing;
-- ``codes``: in memory, each document's first failing rule as an array;
 - ``browse``, ``distribution``, ``labelling``: the judging loop's read side (documents, histograms and
   changes, labels and precision).
 
