@@ -239,3 +239,14 @@ def test_in_memory_codes_leave_nan_signals_to_sql(tmp_path):
     no_nan = build(Config, {"stages": {"gopher_quality": {"enabled": False}}})
     assert codes.of(live).codes(query._rules(live, no_nan)) is not None
     assert query.funnel(live, no_nan).equals(query.funnel(fresh, no_nan))
+
+
+def test_the_package_re_exports_every_public_function_of_its_modules():
+    # callers write query.funnel(...), query.open_run(...): the package re-exports its modules' names,
+    # and the function funnel, not the module lab.query.funnel, is query.funnel
+    modules = [importlib.import_module(f"lab.query.{m}") for m in ("run", "compile", "neardup", "funnel", "tokens")]
+    for m in modules:
+        for name, obj in vars(m).items():
+            if not name.startswith("_") and getattr(obj, "__module__", None) == m.__name__:
+                assert getattr(query, name) is obj, (m.__name__, name)
+    assert query.funnel is modules[3].funnel and callable(query.funnel)
