@@ -1,5 +1,6 @@
 """lab.query: the SQL funnel equals the Python evaluation of the same rules; conservation; dedup among survivors."""
 
+import importlib
 import random
 
 import numpy as np
@@ -194,7 +195,9 @@ def test_incremental_funnel_equals_recomputed_over_a_walk_of_threshold_moves(tmp
              ("c4", "min_sentences", [0, 2, 5, 40]), ("gopher_repetition", "max_dup_line_frac", [0.05, 0.3, 1.0])]
     stages = {"c4": {"enabled": True}}
     used = 0
-    real_counts, real_code_counts = query._counts, codes.Codes._counts
+    # code_counts' module (query.funnel is the function): code_counts calls the _counts found there
+    funnel_module = importlib.import_module("lab.query.funnels")
+    real_counts, real_code_counts = funnel_module._counts, codes.Codes._counts
     incremental = []
 
     def spy(cur, rules, by_, run, source="signals"):
@@ -210,7 +213,7 @@ def test_incremental_funnel_equals_recomputed_over_a_walk_of_threshold_moves(tmp
 
     import unittest.mock
 
-    patch = unittest.mock.patch.object(query, "_counts", spy)
+    patch = unittest.mock.patch.object(funnel_module, "_counts", spy)
     patch.start()
     monkeypatch.setattr(codes.Codes, "_counts", spy_codes)
     for step in range(30):
@@ -242,3 +245,14 @@ def test_in_memory_codes_leave_nan_signals_to_sql(tmp_path):
     no_nan = build(Config, {"stages": {"gopher_quality": {"enabled": False}}})
     assert codes.of(live).codes(query._rules(live, no_nan)) is not None
     assert query.funnel(live, no_nan).equals(query.funnel(fresh, no_nan))
+
+
+def test_the_package_re_exports_every_public_function_of_its_modules():
+    # callers write query.funnel(...), query.open_run(...): the package re-exports its modules' names,
+    # and the function funnel is query.funnel (its module is lab.query.funnels)
+    modules = [importlib.import_module(f"lab.query.{m}") for m in ("run", "compile", "neardup", "funnels", "tokens")]
+    for m in modules:
+        for name, obj in vars(m).items():
+            if not name.startswith("_") and getattr(obj, "__module__", None) == m.__name__:
+                assert getattr(query, name) is obj, (m.__name__, name)
+    assert query.funnel is modules[3].funnel and callable(query.funnel)

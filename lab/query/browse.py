@@ -50,34 +50,12 @@ import pyarrow.compute as pc
 from lab import neardup
 from lab.config import Config
 from lab.errors import ConfigError
-from lab.query import (
-    INCREMENTAL_SHARE,
-    SAMPLE_RANK,
-    SAMPLE_SEED,
-    SAMPLE_WINDOWS,
-    Run,
-    _apply_near,
-    _arrow,
-    _changed,
-    _edges,
-    _failure_in,
-    _grid_col,
-    _ident,
-    _literal,
-    _near_index,
-    _near_ranks,
-    _rules,
-    _sample_order,
-    _with_near,
-    _without_near,
-    code_counts,
-    codes_sql,
-    failure,
-    near_drops,
-    open_run,
-)
 from lab.query.codes import KEPT
 from lab.query.codes import of as codes_of
+from lab.query.compile import _failure_in, _literal, _rules, codes_sql, failure
+from lab.query.funnels import INCREMENTAL_SHARE, _changed, code_counts
+from lab.query.neardup import _apply_near, _edges, _grid_col, _near_index, _near_ranks, _with_near, _without_near, near_drops
+from lab.query.run import SAMPLE_RANK, SAMPLE_SEED, SAMPLE_WINDOWS, Run, _arrow, _ident, _sample_order, open_run
 from lab.rules import Rule
 from lab.stages import STAGE_NAMES
 

@@ -28,6 +28,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lab import neardup
+from lab.query.neardup import _edges
+from lab.query.run import _arrow, _ident
 from lab.rules import Rule
 
 ENABLED = True  # False: every question is answered in SQL (tests hold the two answers equal)
@@ -77,7 +79,6 @@ class Codes:
         self._nd_rows: dict[bool, np.ndarray] = {}
         # the table is stored in _sample_rank order (open_run); a scan keeps insertion order, so a column
         # is read without sorting it again, unless the ranks say otherwise
-        from lab.query import _arrow
         rank = _arrow(run.cursor().sql("SELECT _sample_rank FROM signals")).column(0).to_numpy()
         self.in_order = bool(np.array_equal(rank, np.arange(self.n)))
 
@@ -87,7 +88,6 @@ class Codes:
         with self.lock:
             col = self.cols.get(name)
             if col is None:
-                from lab.query import _arrow, _ident  # the package's helpers (it imports this module)
                 order = "" if self.in_order else " ORDER BY _sample_rank"
                 t = _arrow(self.run.cursor().sql(f"SELECT {_ident(name)} FROM signals{order}"))
                 col = self.cols[name] = Column(t.column(0))
@@ -306,7 +306,6 @@ class Codes:
 
     def _near_drops(self, rules: list[Rule], k: int, pre: np.ndarray) -> np.ndarray:
         """Rows the near-dedup rule drops among the documents alive before it (as ``near_drops``)."""
-        from lab.query import _edges
         threshold, keep, keep_signal = rules[k].value
         exact_first = any(x.op == "first_in_group" and x.signal == "content_hash" for x in rules[:k])
         u, v, j = _edges(self.run)

@@ -49,7 +49,10 @@ import pyarrow.compute as pc
 from lab.config import Config
 from lab.errors import ConfigError
 from lab.io.schema import numeric_signals, signals_schema
-from lab.query import INCREMENTAL_SHARE, Run, _arrow, _changed, _failure_in, _ident, _rules, _with_near, codes_sql, open_run, _shifted
+from lab.query.compile import _failure_in, _rules, codes_sql
+from lab.query.funnels import INCREMENTAL_SHARE, _changed, _shifted
+from lab.query.neardup import _with_near
+from lab.query.run import Run, _arrow, _ident, open_run
 from lab.query.codes import of as codes_of
 from lab.query.browse import changes
 from lab.rules import Rule

@@ -42,7 +42,10 @@ from lab.config import Config
 from lab.errors import ConfigError
 from lab.io import labels as label_io
 from lab.io.run import RunLayout
-from lab.query import Run, _arrow, _ident, _q, _reason_of, _rules, _with_near, codes_sql, funnel, open_run
+from lab.query.compile import _reason_of, _rules, codes_sql
+from lab.query.funnels import funnel
+from lab.query.neardup import _with_near
+from lab.query.run import Run, _arrow, _ident, _q, open_run
 from lab.stages import STAGE_NAMES
 from lab.stats import wilson
 

@@ -1,0 +1,235 @@
+"""compile: rules (``lab.rules.Rule``) -> SQL text, with no connection needed.
+
+Rules compile to one ``CASE`` expression that names each document's first failing rule (its
+``code``: the rule's index in the list; NULL when it passes them all), in funnel order; the funnel
+is then a single ``GROUP BY`` over that computed code (measured faster than one ``FILTER`` aggregate
+per stage, the shape ``funnel_filter_shape_sql`` keeps for the benchmark: see ``bench/RESULTS.md``).
+Group rules (exact dedup) become a window over the documents still alive at that point, so one member
+of each group always survives the earlier stages' filtering. The near-dedup rule
+(``first_in_cluster``) is no SQL: ``lab.query.neardup`` applies its drops to the codes. A ``Run``,
+when given, only makes the SQL smaller: NULL guards only on the columns that hold NULLs, no condition
+for a rule no document can fail, group sizes that let singleton groups skip the window.
+
+>>> print(failure(Rule("gopher_quality", "gq_words", ">=", 50, "too_short")))
+("gq_words" IS NULL OR "gq_words" < 50)
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from lab.config import Config
+from lab.errors import ConfigError
+from lab.query.run import Run, _ident, _q
+from lab.rules import Rule
+from lab.select import ruleset
+
+
+def _literal(v: Any) -> str:
+    """A threshold as an SQL literal.
+
+    >>> [_literal(v) for v in (True, 3, 0.5, "it's")]
+    ['TRUE', '3', '0.5', "'it''s'"]
+    """
+    if isinstance(v, bool):
+        return "TRUE" if v else "FALSE"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return _q(v)
+    raise ConfigError(f"rule threshold {v!r} ({type(v).__name__}) cannot be used in SQL; use a number or a string")
+
+
+def predicate(rule: Rule) -> str:
+    """The SQL condition a kept document satisfies; NULL (a missing signal) never passes.
+
+    >>> print(predicate(Rule("language", "lang", "in", ("en", "de"), "other_language")))
+    coalesce("lang" IN ('en', 'de'), FALSE)
+    >>> predicate(Rule("exact_dedup", "content_hash", "first_in_group", None, "duplicate"))
+    Traceback (most recent call last):
+    ...
+    ValueError: exact_dedup.duplicate: first_in_group is a group rule, not a predicate
+    """
+    return f"coalesce({_compare(rule, negate=False)}, FALSE)"
+
+
+def failure(rule: Rule, *, nullable: bool = True) -> str:
+    """The SQL condition a document fails ``rule`` on (the negation of ``predicate``).
+
+    >>> print(failure(Rule("gopher_quality", "gq_words", ">=", 50, "too_short")))
+    ("gq_words" IS NULL OR "gq_words" < 50)
+    >>> print(failure(Rule("gopher_quality", "gq_words", ">=", 50, "too_short"), nullable=False))
+    "gq_words" < 50
+    """
+    cond = _compare(rule, negate=True)
+    return f"({_ident(rule.signal)} IS NULL OR {cond})" if nullable else cond
+
+
+def _compare(rule: Rule, *, negate: bool) -> str:
+    col = _ident(rule.signal)
+    if rule.op == "in":
+        return f"{col} {'NOT IN' if negate else 'IN'} ({', '.join(_literal(v) for v in rule.value)})"
+    ops = {">=": ("<", ">="), "<=": (">", "<="), "==": ("<>", "="), "!=": ("=", "<>")}
+    if rule.op not in ops:
+        raise ValueError(f"{rule.drop_reason}: {rule.op} is a group rule, not a predicate")
+    return f"{col} {ops[rule.op][0 if negate else 1]} {_literal(rule.value)}"
+
+
+def _failure_in(rule: Rule, run: Run | None) -> str | None:
+    """``failure(rule)`` for this run, or None when no document of it can fail the rule: the column's
+    exact min and max (in-memory runs) already satisfy the threshold and it has no NULLs.
+
+    >>> from types import SimpleNamespace
+    >>> words = Rule("gopher_quality", "gq_words", ">=", 50, "too_short")
+    >>> [_failure_in(words, SimpleNamespace(nullable=frozenset(n), ranges={"gq_words": (lo, 900.0)}))
+    ...  for n, lo in (((), 6.0), ((), 60.0), (("gq_words",), 60.0))]
+    ['"gq_words" < 50', None, '"gq_words" IS NULL']
+    """
+    nullable = run is None or run.nullable is None or rule.signal in run.nullable
+    rng = run.ranges.get(rule.signal) if run is not None and run.ranges else None
+    if rng is not None and isinstance(rule.value, (int, float)) and not isinstance(rule.value, bool):
+        lo, hi = rng
+        if (rule.op == ">=" and lo >= rule.value) or (rule.op == "<=" and hi <= rule.value) \
+                or (rule.op == "==" and lo == hi == rule.value):
+            return f"{_ident(rule.signal)} IS NULL" if nullable else None
+    return failure(rule, nullable=nullable)
+
+
+def _check_columns(run: Run, names: Sequence[str]) -> None:
+    for n in names:
+        if n not in run.columns:
+            raise ConfigError(f"signal {n!r} is not in this run; known: {', '.join(run.columns)}")
+
+
+def codes_sql(rules: list[Rule], *, extra: Sequence[str] = (), run: Run | None = None,
+              source: str = "signals") -> str:
+    """A query of ``doc_id, bytes, code`` (+ ``extra`` columns): ``code`` is the index in ``rules``
+    of each document's first failing rule, NULL when it passes them all.
+
+    Scalar rules become one ``CASE`` over negated predicates (NULL guards only on columns that have
+    NULLs, when ``run`` says which). A group rule keeps the lowest ``doc_id`` per value among the
+    documents still alive; when ``run`` holds group sizes (``_n_<signal>``), only documents of
+    groups with more than one member go through the window.
+
+    Scalar rules in a row share one ``CASE``; a group rule wraps the query so far in its window
+    (each layer keeps only the columns the later ones read):
+
+    >>> words = Rule("gopher_quality", "gq_words", ">=", 50, "too_short")
+    >>> lang = Rule("language", "lang", "in", ("en", "de"), "other_language")
+    >>> print(codes_sql([words, lang]))  # doctest: +NORMALIZE_WHITESPACE
+    SELECT "doc_id", "bytes", coalesce(code, CASE WHEN ("gq_words" IS NULL OR "gq_words" < 50) THEN 0
+      WHEN ("lang" IS NULL OR "lang" NOT IN ('en', 'de')) THEN 1 END) AS code
+    FROM (SELECT "doc_id", "bytes", "gq_words", "lang", NULL::INTEGER AS code FROM signals)
+    >>> exact = Rule("exact_dedup", "content_hash", "first_in_group", None, "duplicate")
+    >>> print(codes_sql([lang, exact]))  # doctest: +NORMALIZE_WHITESPACE
+    SELECT "doc_id", "bytes", CASE WHEN code IS NOT NULL THEN code WHEN "content_hash" IS NULL
+      OR row_number() OVER (PARTITION BY "content_hash", code IS NULL ORDER BY doc_id) > 1 THEN 1 END AS code
+    FROM (SELECT "doc_id", "bytes", "content_hash", coalesce(code, CASE WHEN ("lang" IS NULL
+      OR "lang" NOT IN ('en', 'de')) THEN 0 END) AS code
+    FROM (SELECT "doc_id", "bytes", "lang", "content_hash", NULL::INTEGER AS code FROM signals))
+    """
+    base = list(dict.fromkeys(["doc_id", "bytes", *extra]))
+    sized = {r.signal for r in rules if r.op == "first_in_group" and run is not None and f"_n_{r.signal}" in run.columns}
+
+    def keep_after(i: int) -> list[str]:
+        """Columns the layers after rule ``i`` still read: each layer projects down to these."""
+        later = [r.signal for r in rules[i + 1:]]
+        later += [f"_n_{r.signal}" for r in rules[i + 1:] if r.op == "first_in_group" and r.signal in sized]
+        return [c for c in dict.fromkeys(later) if c not in base]
+
+    cols = list(dict.fromkeys([*base, *(r.signal for r in rules), *(f"_n_{c}" for c in sorted(sized))]))
+    sql = f"SELECT {', '.join(map(_ident, cols))}, NULL::INTEGER AS code FROM {source}"
+    pending: list[tuple[int, Rule]] = []
+
+    def select_list(i: int, code: str) -> str:
+        return ", ".join([*map(_ident, base + keep_after(i)), f"{code} AS code"])
+
+    def flush(sql: str) -> str:
+        if not pending:
+            return sql
+        last = pending[-1][0]
+        whens = [(i, _failure_in(r, run)) for i, r in pending]
+        whens = " ".join(f"WHEN {f} THEN {i}" for i, f in whens if f is not None)
+        pending.clear()
+        code = f"coalesce(code, CASE {whens} END)" if whens else "code"
+        return f"SELECT {select_list(last, code)} FROM ({sql})"
+
+    for i, rule in enumerate(rules):
+        if rule.op == "first_in_cluster":  # decided afterwards over the survivors' edges (near_drops)
+            continue
+        if rule.op != "first_in_group":
+            pending.append((i, rule))
+            continue
+        sql = flush(sql)
+        col = _ident(rule.signal)
+        if rule.signal in sized:
+            n = _ident(f"_n_{rule.signal}")
+            sql = (f"WITH prev AS MATERIALIZED ({sql}) "
+                   f"SELECT {select_list(i, f'CASE WHEN code IS NULL AND {col} IS NULL THEN {i} ELSE code END')} "
+                   f"FROM prev WHERE NOT (code IS NULL AND {n} > 1 AND {col} IS NOT NULL) "
+                   f"UNION ALL SELECT {select_list(i, f'CASE WHEN row_number() OVER (PARTITION BY {col} ORDER BY doc_id) > 1 THEN {i} END')} "
+                   f"FROM prev WHERE code IS NULL AND {n} > 1 AND {col} IS NOT NULL")
+        else:
+            sql = (f"SELECT {select_list(i, f'CASE WHEN code IS NOT NULL THEN code WHEN {col} IS NULL OR row_number() OVER (PARTITION BY {col}, code IS NULL ORDER BY doc_id) > 1 THEN {i} END')} "
+                   f"FROM ({sql})")
+    return flush(sql)
+
+
+def _reason_of(rules: list[Rule]) -> str:
+    """SQL mapping a code to its drop reason.
+
+    >>> print(_reason_of([Rule("gopher_quality", "gq_words", ">=", 50, "too_short"),
+    ...                   Rule("language", "lang", "in", ("en",), "other_language")]))
+    (['gopher_quality.too_short', 'language.other_language'])[code + 1]
+    """
+    if not rules:
+        return "NULL::VARCHAR"
+    return f"([{', '.join(_q(r.drop_reason) for r in rules)}])[code + 1]"
+
+
+def _rules(r: Run, config: Config) -> list[Rule]:
+    """The config's rules for this run; a batch run only answers for the thresholds it ran with
+    (it skipped the later stages' signals of the documents it dropped)."""
+    rules = ruleset(config, r.stats())
+    _check_columns(r, [x.signal for x in rules])
+    if r.config is not None and r.config.mode == "batch" and ruleset(r.config) != rules:
+        raise ConfigError(f"{r.layout.root} is a batch run: it answers only for the thresholds it ran with; "
+                          "run the inputs with mode: explore to move thresholds afterwards")
+    return rules
+
+
+def funnel_filter_shape_sql(rules: list[Rule]) -> str:
+    """The funnel as one ``FILTER`` aggregate per stage over cumulative predicates.
+
+    Kept only as the measured alternative to ``funnel``'s single GROUP BY over the computed first
+    failing rule (``bench/funnel_query.py`` times both; the GROUP BY shape is the one used).
+    A group rule becomes a window partitioned by its signal and by "alive before this stage"; the
+    near-dedup rule (components over edges, not SQL) is left out.
+
+    >>> rules = [Rule("gopher_quality", "gq_words", ">=", 50, "too_short"),
+    ...          Rule("exact_dedup", "content_hash", "first_in_group", None, "duplicate")]
+    >>> print(funnel_filter_shape_sql(rules))  # doctest: +NORMALIZE_WHITESPACE
+    SELECT count(*) FILTER (WHERE TRUE AND NOT (coalesce("gq_words" >= 50, FALSE))) AS "gopher_quality",
+      count(*) FILTER (WHERE TRUE AND coalesce("gq_words" >= 50, FALSE)
+        AND NOT (("content_hash" IS NOT NULL AND _rn0 = 1))) AS "exact_dedup"
+    FROM (SELECT "doc_id", "gq_words", "content_hash", row_number() OVER (PARTITION BY "content_hash",
+      (TRUE AND coalesce("gq_words" >= 50, FALSE)) ORDER BY doc_id) AS _rn0 FROM signals)
+    """
+    stages = list(dict.fromkeys(r.stage for r in rules))
+    cols = list(dict.fromkeys(["doc_id", *(r.signal for r in rules)]))
+    alive = "TRUE"
+    aggs, windows = [], []
+    for stage in stages:
+        conds = []
+        for r in (x for x in rules if x.stage == stage and x.op != "first_in_cluster"):  # near dedup: not SQL
+            if r.op == "first_in_group":
+                w = f"_rn{len(windows)}"
+                windows.append(f"row_number() OVER (PARTITION BY {_ident(r.signal)}, ({alive}) ORDER BY doc_id) AS {w}")
+                conds.append(f"({_ident(r.signal)} IS NOT NULL AND {w} = 1)")
+            else:
+                conds.append(predicate(r))
+        passes = " AND ".join(conds) if conds else "TRUE"
+        aggs.append(f"count(*) FILTER (WHERE {alive} AND NOT ({passes})) AS {_ident(stage)}")
+        alive = f"{alive} AND {passes}"
+    inner = f"SELECT {', '.join(map(_ident, cols))}{''.join(', ' + w for w in windows)} FROM signals"
+    return f"SELECT {', '.join(aggs)} FROM ({inner})"

@@ -1,0 +1,186 @@
+"""run: an opened run (``Run``): one DuckDB connection per process and run, and the views queries read.
+
+``open_run`` makes the views every query of the package reads: ``signals`` (one row per document,
+with ``n_tokens`` once the run has token counts), ``docs`` (the texts), ``rejects`` (records that
+could not be read), the near-dedup candidate ``edges``, ``exact_groups``, the ``clusters``
+precomputed on the grid, and ``nd_docs``/``nd_docs_all`` (the documents near dedup can touch).
+
+Connections: one DuckDB connection per process and run (``open_run``, cached), a ``cursor()`` per
+call, so threads (dashboard sessions) never share a cursor. ``open_run(..., in_memory=True)`` loads
+the signals table into memory for interactive use, with the group sizes of the group rules' signals,
+each row's place in ``dropped_samples``' default order, which columns hold NULLs and the exact range
+of every numeric column (the compiler then leaves out guards no row needs). Also here: the small SQL
+helpers the other modules share (quoting, an empty table of a schema, the sample order).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from lab import neardup
+from lab.config import Config, load
+from lab.errors import ConfigError
+from lab.io.run import RunLayout
+from lab.io.schema import numeric_signals
+from lab.io.writers import read_json
+from lab.stages import STAGE_NAMES, STAGES
+from lab.neardup.forest import GRID
+from lab.stats import Summary
+
+# signals of group rules (one survivor per value): the in-memory table precomputes their group sizes
+GROUP_SIGNALS = tuple(dict.fromkeys(r.signal for m in STAGES for r in m.rules(m.Config()) if r.op == "first_in_group"))
+SAMPLE_SEED = 0  # dropped_samples' default seed
+SAMPLE_RANK = "_sample_rank"  # in-memory runs: each row's place in the order of that seed's samples
+SAMPLE_WINDOWS = (2**14, 2**18)  # first rows (in sample order) looked at for a sample, before all of them
+MEMO_FUNNELS = 256  # per in-memory run: recent funnels that later ones are computed from
+INGEST = "ingest"  # the pseudo-stage of records that could not be read (rejects/)
+FUNNEL_STAGES = (INGEST, *STAGE_NAMES)
+GROUP_BY = ("lang", "source")
+
+
+@dataclass
+class Run:
+    """An opened run: its layout, a DuckDB connection with ``signals``/``docs``/``rejects`` views."""
+
+    layout: RunLayout
+    con: duckdb.DuckDBPyConnection
+    columns: tuple[str, ...]  # column names of the signals table
+    nullable: frozenset[str] | None = None  # columns that hold NULLs; None = not known (guard every rule)
+    config: Config | None = None  # the config the run was made with (config.yaml)
+    ranges: dict[str, tuple[float, float]] | None = None  # in-memory runs: exact min and max of numeric columns
+    # in-memory runs: (by, rules) -> {(group, code): [docs, bytes]} of recent funnels, newest last
+    memo: OrderedDict | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    edges: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (u, v, jaccard) of the candidate pairs
+    near_memo: OrderedDict = field(default_factory=OrderedDict)  # rules -> near-dedup drops
+    binned: dict = field(default_factory=dict)  # in memory: (signal, bin edges) -> column of each row's bin
+    constant: dict = field(default_factory=dict)  # answers that depend on the run only (fertility), by question
+    hist_memo: OrderedDict = field(default_factory=OrderedDict)  # recent histograms' raw counts (in memory)
+    codes: Any = None  # in memory: lab.query.codes.Codes, each document's first failing rule as an array
+    stats_read: tuple | None = None  # ((mtime, size) of the stats file, its summaries)
+
+    def cursor(self) -> duckdb.DuckDBPyConnection:
+        return self.con.cursor()
+
+    def stats(self) -> dict[str, Summary]:
+        """The run's merged signal statistics (read again only when the file changes)."""
+        p = self.layout.merged_stats
+        try:
+            st = p.stat()
+        except FileNotFoundError:
+            return {}
+        key = (st.st_mtime_ns, st.st_size)
+        known = self.stats_read
+        if known is not None and known[0] == key:
+            return known[1]
+        out = {k: Summary.from_json(v) for k, v in read_json(p)["signals"].items()}
+        self.stats_read = (key, out)
+        return out
+
+
+_runs: dict[tuple[str, bool], Run] = {}
+_lock = threading.Lock()
+
+
+def _sample_order(seed: int) -> str:
+    """The order in which ``dropped_samples`` takes documents: a seeded hash of the id."""
+    return f"hash(doc_id, {int(seed)}), doc_id"
+
+
+def _empty(schema: pa.Schema) -> str:
+    types = {pa.int64(): "BIGINT", pa.int16(): "SMALLINT", pa.float64(): "DOUBLE"}
+    return "(SELECT " + ", ".join(f"NULL::{types[f.type]} AS {_ident(f.name)}" for f in schema) + " LIMIT 0)"
+
+
+def _q(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _arrow(rel: duckdb.DuckDBPyRelation) -> pa.Table:
+    out = rel.arrow()
+    return out.read_all() if isinstance(out, pa.RecordBatchReader) else out
+
+
+def open_run(run: str | Path | Run, *, in_memory: bool = False, refresh: bool = False) -> Run:
+    """The process-wide ``Run`` for a run directory (cached; ``refresh`` re-reads the files)."""
+    if isinstance(run, Run):
+        return run
+    root = Path(run).resolve()
+    layout = RunLayout(root)
+    if not any(layout.signals.glob("part-*.parquet")):
+        raise ConfigError(f"{str(run)!r} is not a corpus-lab run (no signals/part-*.parquet); run `corpus-lab run` first")
+    key = (str(root), in_memory)
+    with _lock:
+        if key in _runs and not refresh:
+            return _runs[key]
+        con = duckdb.connect()
+        sig = f"read_parquet({_q(layout.glob('signals'))})"
+        if any(layout.tokenized_dir.glob("part-*.parquet")):  # token counts: the funnel counts tokens too
+            tok = f"read_parquet({_q(str(layout.tokenized_dir / 'part-*.parquet'))})"
+            sig = f"(SELECT s.*, t.n_tokens FROM {sig} s LEFT JOIN (SELECT doc_id, n_tokens FROM {tok}) t USING (doc_id))"
+        nullable, ranges = None, None
+        if in_memory:
+            # group sizes let the dedup window skip singleton groups; NULL-free columns need no NULL guard
+            sizes = "".join(f", count(*) OVER (PARTITION BY {_ident(c)}) AS {_ident('_n_' + c)}" for c in GROUP_SIGNALS)
+            # each row's place in dropped_samples' default order, rows stored in that order: a sample is
+            # then found among the first rows (zone maps skip the others) instead of sorting them all
+            rank = f", row_number() OVER (ORDER BY {_sample_order(SAMPLE_SEED)}) - 1 AS {SAMPLE_RANK}"
+            con.execute(f"CREATE TABLE signals AS SELECT *{sizes}{rank} FROM {sig} ORDER BY {SAMPLE_RANK}")
+            names = [r[0] for r in con.execute("DESCRIBE signals").fetchall()]
+            counts = con.execute(f"SELECT {', '.join(f'count(*) - count({_ident(c)})' for c in names)} FROM signals").fetchone()
+            nullable = frozenset(c for c, n in zip(names, counts) if n)
+            num = [c for c in numeric_signals() if c in names]
+            mm = con.execute(f"SELECT {', '.join(f'min({_ident(c)})::DOUBLE, max({_ident(c)})::DOUBLE' for c in num)} "
+                             "FROM signals").fetchone()
+            ranges = {c: (mm[2 * i], mm[2 * i + 1]) for i, c in enumerate(num) if mm[2 * i] is not None}
+        else:
+            con.execute(f"CREATE VIEW signals AS SELECT * FROM {sig}")
+        if any((layout.dedup / "edges").glob("bucket-*.parquet")):
+            con.execute(f"CREATE VIEW edges AS SELECT * FROM read_parquet({_q(str(layout.dedup / 'edges' / 'bucket-*.parquet'))})")
+        else:
+            con.execute(f"CREATE TABLE edges AS SELECT * FROM {_empty(neardup.EDGE_SCHEMA)}")
+        if any((layout.dedup / "exact").glob("bucket-*.parquet")):
+            con.execute("CREATE VIEW exact_groups AS SELECT * FROM "
+                        f"read_parquet({_q(str(layout.dedup / 'exact' / 'bucket-*.parquet'))})")
+        else:
+            con.execute(f"CREATE TABLE exact_groups AS SELECT * FROM {_empty(neardup.EXACT_SCHEMA)}")
+        if layout.clusters.exists():
+            con.execute(f"CREATE VIEW clusters AS SELECT * FROM read_parquet({_q(str(layout.clusters))})")
+        else:
+            con.execute(f"CREATE TABLE clusters AS SELECT 0::BIGINT AS node, 0::BIGINT AS doc_id, "
+                        f"{', '.join(f'NULL::BIGINT AS {neardup.grid_column(t)}' for t in GRID)} LIMIT 0")
+        # the documents near dedup can touch: those of a node with a candidate edge (nd_docs), and when
+        # exact dedup is off, exact copies too (nd_docs_all: several may survive to share a node)
+        copies = ("_n_content_hash > 1" if in_memory else
+                  "content_hash IN (SELECT content_hash FROM signals GROUP BY ALL HAVING count(*) > 1)")
+        ends = "content_hash IN (SELECT u FROM edges UNION SELECT v FROM edges)"
+        con.execute(f"CREATE {'TABLE' if in_memory else 'VIEW'} nd_docs AS SELECT * FROM signals WHERE {ends}")
+        con.execute(f"CREATE VIEW nd_docs_all AS SELECT * FROM signals WHERE {ends} OR {copies}")
+        con.execute(f"CREATE VIEW docs AS SELECT * FROM read_parquet({_q(layout.glob('docs'))})")
+        con.execute(f"CREATE VIEW rejects AS SELECT * FROM read_parquet({_q(layout.glob('rejects'))})")
+        columns = tuple(r[0] for r in con.execute("DESCRIBE signals").fetchall())
+        r = Run(layout, con, columns, nullable, load(layout.config) if layout.config.exists() else None, ranges,
+                OrderedDict() if in_memory else None)
+        if in_memory and r.config is not None and r.config.mode == "explore":
+            # warm the memo with the run's own funnel: the first slider move is then incremental
+            from lab.query.compile import _rules  # the modules that import this one
+            from lab.query.funnels import _counts_in_memory, code_counts
+            from lab.query.neardup import _without_near
+
+            rules = _rules(r, r.config)
+            if _counts_in_memory(r, rules, None) is None:
+                code_counts(r, _without_near(rules), None)
+        _runs[key] = r
+        return r
