@@ -35,7 +35,7 @@ def _random_rows(n: int, seed: int) -> list[dict]:
                 v = rng.choice(["", "example.com", "example.org", None]) if f.name != "url_blocked" else ""
             elif f.name == "url_present":
                 v = rng.choice([0, 1])
-            elif f.name == "url_word_hits":
+            elif f.name in ("url_word_hits", "decon_matches"):
                 v = rng.choice([0, 0, 0, 0, 1])
             elif f.name == "content_hash":
                 v = rng.choice([None] + list(range(40)))  # many duplicate groups
@@ -135,7 +135,8 @@ def test_funnel_by_language_and_source_sum_to_total(tmp_path, in_memory):
 def test_exact_dedup_keeps_one_member_among_survivors(tmp_path, in_memory):
     base = {f.name: None for f in signals_schema()}
     cfg = build(Config, {"stages": {k: {"enabled": False} for k in ("url", "language", "gopher_quality",
-                                                                    "gopher_repetition", "c4", "fineweb")}})
+                                                                    "gopher_repetition", "c4", "fineweb",
+                                                                    "decontamination")}})
     rows = []
     for doc_id, chars, h in [(1, 0, 99), (2, 10, 99), (3, 10, 99), (4, 10, 7), (5, 0, 5), (6, 0, 5)]:
         rows.append({**base, "doc_id": doc_id, "source": "s", "bytes": 10, "chars": chars, "content_hash": h})

@@ -85,7 +85,7 @@ def format_of(name: str) -> str | None:
 def codec_of(head: bytes) -> str:
     """``gzip``, ``zstd`` or ``none`` from a file's first bytes.
 
-    >>> codec_of(b"\x1f\x8b\x08\x00"), codec_of(b'{"te')
+    >>> codec_of(b"\\x1f\\x8b\\x08\\x00"), codec_of(b'{"te')
     ('gzip', 'none')
     """
     return "gzip" if head.startswith(GZIP_MAGIC) else "zstd" if head.startswith(ZSTD_MAGIC) else "none"

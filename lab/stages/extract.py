@@ -47,7 +47,7 @@ def html_to_text(html: str) -> str:
 def signals(text: str) -> dict:
     """Characters of text, leading and trailing whitespace not counted.
 
-    >>> signals(" héllo\n"), signals(" \n\t")
+    >>> signals(" héllo\\n"), signals(" \\n\\t")
     ({'chars': 5}, {'chars': 0})
     """
     return {"chars": len(text.strip())}
