@@ -309,7 +309,7 @@ def _measured(funnel: Sequence[Mapping], *, run: str | None, costs: dict[str, fl
     units = ["docs", "bytes"] + (["tokens"] if all(f.get("tokens_out") is not None for f in funnel) else [])
     retention = {u: {f["stage"]: _ratio(f[f"{u}_out"], f[f"{u}_in"]) for f in funnel} for u in units}
     kept = funnel[-1]["bytes_out"]
-    tokens = funnel[-1]["tokens_out"] if "tokens" in retention else None
+    tokens = funnel[-1].get("tokens_out")  # known in a batch run too (it tokenizes what it keeps)
     return {
         "run": run,
         "stages": [f["stage"] for f in funnel],

@@ -217,6 +217,12 @@ def test_batch_mode_keeps_the_same_documents(synthetic, one_worker_run, tmp_path
     tokenized = {d for f in RunLayout(cfg.run_dir).tokenized_dir.glob("part-*.parquet")
                  for d in pq.read_table(f, columns=["doc_id"])["doc_id"].to_pylist()}
     assert tokenized == set(text) - dropped
+    # so the funnel does not know the tokens of the stages that dropped documents while annotating
+    f = {r["stage"]: r for r in query.funnel(cfg.run_dir, cfg).iter_rows(named=True)}
+    assert f["language"]["tokens_dropped"] is None and f["ingest"]["tokens_in"] is None
+    kept_tokens = query.funnel(one_worker_run, config(synthetic, tmp_path, "one"))["tokens_out"][-1]
+    assert f["pii"]["tokens_out"] is not None and f["exact_dedup"]["tokens_dropped"] is not None
+    assert kept_tokens > 0 and f["pii"]["tokens_out"] > 0
 
 
 def test_sigkill_mid_run_then_resume_is_byte_identical(synthetic, tmp_path):

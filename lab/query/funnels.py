@@ -91,7 +91,26 @@ def funnel(run: str | Path | Run, config: Config, *, by: str | None = None, refr
     df = pl.DataFrame(rows, schema=schema)
     if "n_tokens" not in r.columns:  # no token counts yet: no token columns
         df = df.drop("tokens_in", "tokens_dropped", "tokens_out", "tokens_retention")
+    elif r.config is not None and r.config.mode == "batch":
+        df = _untokenized(r, df)
     return df.rename({"group": by}) if by else df.drop("group")
+
+
+def _untokenized(r: Run, df: pl.DataFrame) -> pl.DataFrame:
+    """A batch run tokenizes only the documents no per-document rule dropped while annotating: the token
+    counts of the stages that dropped some (and of every stage up to the last of them) are unknown: null."""
+    stages = {s for (s,) in r.cursor().execute(
+        "SELECT DISTINCT split_part(drop_reason, '.', 1) FROM signals WHERE drop_reason IS NOT NULL").fetchall()}
+    if not stages:
+        return df
+    last = max(FUNNEL_STAGES.index(s) for s in stages if s in FUNNEL_STAGES)
+    before = pl.col("stage").is_in(list(FUNNEL_STAGES[:last + 1]))
+    null = pl.lit(None, dtype=pl.Int64)
+    return df.with_columns(
+        tokens_in=pl.when(before).then(null).otherwise(pl.col("tokens_in")),
+        tokens_dropped=pl.when(pl.col("stage").is_in(sorted(stages))).then(null).otherwise(pl.col("tokens_dropped")),
+        tokens_out=pl.when(pl.col("stage").is_in(list(FUNNEL_STAGES[:last]))).then(null).otherwise(pl.col("tokens_out")),
+        tokens_retention=pl.when(before).then(pl.lit(None, dtype=pl.Float64)).otherwise(pl.col("tokens_retention")))
 
 
 def _counts_in_memory(r: Run, rules: list[Rule], by: str | None) -> dict | None:
