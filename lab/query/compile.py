@@ -96,8 +96,14 @@ def _failure_in(rule: Rule, run: Run | None) -> str | None:
 
 
 def _check_columns(run: Run, names: Sequence[str]) -> None:
+    from lab.io.schema import signals_schema
+
     for n in names:
         if n not in run.columns:
+            if n in signals_schema().names:  # a stage this run was made without (an older corpus-lab)
+                raise ConfigError(f"signal {n!r} is not in this run: it was made before that signal's stage existed; "
+                                  f"rerun it (`corpus-lab run --config {run.layout.root / 'config.yaml'}`: its "
+                                  "partitions are annotated again with every stage of this version)")
             raise ConfigError(f"signal {n!r} is not in this run; known: {', '.join(run.columns)}")
 
 
