@@ -142,6 +142,41 @@ def cmd_rejects(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_contamination(args: argparse.Namespace) -> int:
+    from lab import query
+
+    run_dir = _run_dir(args.run)
+    cfg = load(args.config) if args.config else load(run_dir / "config.yaml")
+    nd = cfg.stages.decontamination
+    if not nd.eval_sets:
+        print(f"{run_dir}: no evaluation sets configured (stages.decontamination.eval_sets); nothing was matched")
+        return 0
+    df = query.contamination(run_dir, cfg)
+    print(f"documents with >= {nd.min_matches} matching {nd.ngram}-grams, by the evaluation set most of their "
+          f"matches come from ({', '.join(s.name for s in nd.eval_sets)}):")
+    if df.height == 0:
+        print("  none")
+    for row in df.iter_rows(named=True):
+        tokens = "" if row["tokens"] is None else f", {row['tokens']:,} tokens"
+        print(f"  {row['eval_set']}: {row['documents']:,} documents{tokens}, {row['matched_ngrams']:,} matching "
+              f"n-grams, longest overlap {row['longest_words']:,} words")
+    return 0
+
+
+def cmd_urls(args: argparse.Namespace) -> int:
+    from lab import query
+
+    run_dir = _run_dir(args.run)
+    for row in query.urls(run_dir).iter_rows(named=True):
+        print(f"{row['documents']:>10,}  {row['what']}")
+    top = query.top_domains(run_dir, args.top)
+    if top.height:
+        print(f"\ntop {top.height} registered domains by documents:")
+        for row in top.iter_rows(named=True):
+            print(f"{row['documents']:>10,}  {row['domain']}  ({row['bytes']:,} bytes)")
+    return 0
+
+
 def cmd_labels(args: argparse.Namespace) -> int:
     import polars as pl
 
@@ -288,6 +323,16 @@ def parser() -> argparse.ArgumentParser:
     rj.add_argument("run", help="run directory, e.g. runs/sample")
     rj.add_argument("--examples", type=int, default=3, help="locations shown per reason (default 3)")
     rj.set_defaults(func=cmd_rejects)
+
+    ct = sub.add_parser("contamination", help="documents matching the evaluation sets, per set, with their tokens")
+    ct.add_argument("run", help="run directory, e.g. runs/sample")
+    ct.add_argument("--config", help="min_matches to apply (default: the run's config.yaml)")
+    ct.set_defaults(func=cmd_contamination)
+
+    ur = sub.add_parser("urls", help="documents with and without a URL, blocked ones per list category, top domains")
+    ur.add_argument("run", help="run directory, e.g. runs/sample")
+    ur.add_argument("--top", type=int, default=10, help="registered domains listed (default 10)")
+    ur.set_defaults(func=cmd_urls)
 
     lb = sub.add_parser("labels", help="each stage's precision by the run's labels (good/bad); export the labels")
     lb.add_argument("run", help="run directory, e.g. runs/sample")

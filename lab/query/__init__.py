@@ -25,6 +25,7 @@ The modules, each importing only those above it (``run`` reaches the funnel's me
 - ``codes``: in memory, each document's first failing rule as an array;
 - ``funnels``: the funnel and its incremental memo, drop reasons, samples of drops, signal tables;
 - ``tokens``: the tokenizer's stratified sample, token counts, fertility, packing;
+- ``reports``: what the url and decontamination stages found (per category, per evaluation set);
 - ``browse``, ``distribution``, ``labelling``: the judging loop's read side (documents, histograms and
   changes, labels and precision).
 
@@ -120,6 +121,7 @@ from lab.query.tokens import (  # noqa: F401
     token_counts,
     tokenizer_sample,
 )
+from lab.query.reports import contamination, top_domains, urls  # noqa: F401
 from lab.stages import STAGE_NAMES  # noqa: F401  (callers read the funnel's stage order as query.STAGE_NAMES)
 
 # the judging loop's read side: submodules over the modules above (each lists its API in __all__)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
+import sys
 
 import pytest
 
@@ -116,3 +118,8 @@ def test_a_run_drops_contaminated_documents_in_explore_and_batch(sets, tmp_path)
         assert sorted(r for r in query.drop_reasons(cfg.run_dir, cfg)["reason"].to_list() if r) == \
             ["decontamination.contaminated"]
         assert len(list((cfg.run_dir / "decontam").glob("index-*.json"))) == 1
+        report = query.contamination(cfg.run_dir)
+        assert report.select("eval_set", "documents", "matched_ngrams", "longest_words").rows() == [("qa", 1, 18, 30)]
+    out = subprocess.run([sys.executable, "-m", "lab.cli", "contamination", str(cfg.run_dir)], capture_output=True,
+                         text=True)
+    assert out.returncode == 0 and "qa: 1 documents" in out.stdout and "longest overlap 30 words" in out.stdout

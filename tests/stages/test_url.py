@@ -131,4 +131,6 @@ def test_a_run_drops_by_url_in_explore_and_batch(tmp_path):
         kept[mode] = sorted(r for r in reasons["reason"].to_list() if r)
         rows = query.signal_rows(cfg.run_dir, ["url_present", "url_domain"])
         assert sorted(rows["url_present"].to_list()) == [0, 1, 1, 1]
+        assert query.urls(cfg.run_dir).rows() == [("no URL", 1), ("URL, not blocked", 2), ("blocked: bad", 1)]
+        assert dict(query.top_domains(cfg.run_dir).select("domain", "documents").rows()) == {"good.example": 1, "x.example": 1, "bad.example": 1}
     assert kept["explore"] == kept["batch"] == ["url.blocked_bad", "url.url_words"]
