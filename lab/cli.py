@@ -118,6 +118,8 @@ def cmd_funnel(args: argparse.Namespace) -> int:
     df = query.funnel(run_dir, cfg, by=args.by)
     if not args.by:
         _print_funnel(df)
+        if cfg.stages.decontamination.eval_sets:
+            _print_contamination(query.contamination(run_dir, cfg), cfg)
         return 0
     # one funnel per group, largest first, each with every column of the whole funnel
     first = df.filter(df["stage"] == df["stage"][0]).sort("docs_in", descending=True)
@@ -151,7 +153,12 @@ def cmd_contamination(args: argparse.Namespace) -> int:
     if not nd.eval_sets:
         print(f"{run_dir}: no evaluation sets configured (stages.decontamination.eval_sets); nothing was matched")
         return 0
-    df = query.contamination(run_dir, cfg)
+    _print_contamination(query.contamination(run_dir, cfg), cfg)
+    return 0
+
+
+def _print_contamination(df, cfg) -> None:
+    nd = cfg.stages.decontamination
     print(f"documents with >= {nd.min_matches} matching {nd.ngram}-grams, by the evaluation set most of their "
           f"matches come from ({', '.join(s.name for s in nd.eval_sets)}):")
     if df.height == 0:
@@ -160,7 +167,6 @@ def cmd_contamination(args: argparse.Namespace) -> int:
         tokens = "" if row["tokens"] is None else f", {row['tokens']:,} tokens"
         print(f"  {row['eval_set']}: {row['documents']:,} documents{tokens}, {row['matched_ngrams']:,} matching "
               f"n-grams, longest overlap {row['longest_words']:,} words")
-    return 0
 
 
 def cmd_urls(args: argparse.Namespace) -> int:

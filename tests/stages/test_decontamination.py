@@ -123,3 +123,5 @@ def test_a_run_drops_contaminated_documents_in_explore_and_batch(sets, tmp_path)
     out = subprocess.run([sys.executable, "-m", "lab.cli", "contamination", str(cfg.run_dir)], capture_output=True,
                          text=True)
     assert out.returncode == 0 and "qa: 1 documents" in out.stdout and "longest overlap 30 words" in out.stdout
+    out = subprocess.run([sys.executable, "-m", "lab.cli", "funnel", str(cfg.run_dir)], capture_output=True, text=True)
+    assert out.returncode == 0 and "decontamination" in out.stdout and "qa: 1 documents" in out.stdout
