@@ -157,6 +157,11 @@ class Selection(param.Parameterized):
         """The funnel under the current thresholds (or under ``config``, a snapshot of them)."""
         return query.funnel(self.run, self.config if config is None else config, by=by)
 
+    def contamination(self, config: Config | None = None) -> pl.DataFrame | None:
+        """Per evaluation set, the documents the selection's decontamination threshold drops (None without sets)."""
+        cfg = self.config if config is None else config
+        return query.contamination(self.run, cfg) if cfg.stages.decontamination.eval_sets else None
+
     def view(self, by: str | None = None, *, config: Config | None = None) -> FunnelView:
         """Everything the funnel table and chart show for the current thresholds (or ``config``)."""
         cfg = self.config if config is None else config

@@ -74,6 +74,29 @@ def table_html(df: pd.DataFrame) -> str:
     return f'<table class="funnel"><thead><tr>{head}</tr></thead><tbody>{rows}</tbody></table>'
 
 
+def contamination_html(df: pl.DataFrame | None, min_matches: int) -> str:
+    """What the decontamination threshold drops, per evaluation set, as a short list ('' without sets).
+
+    >>> df = pl.DataFrame({"eval_set": ["mmlu"], "documents": [3], "tokens": [1200], "matched_ngrams": [40],
+    ...                    "longest_words": [52]})
+    >>> contamination_html(df, 1)  # doctest: +NORMALIZE_WHITESPACE
+    "<p style='margin:2px 0'><b>Contamination</b> (documents with at least 1 matching n-gram, by evaluation
+    set): <b>mmlu</b> 3 documents, 1,200 tokens, longest overlap 52 words</p>"
+    """
+    if df is None:
+        return ""
+    if df.height == 0:
+        items = "none"
+    else:
+        items = "; ".join(
+            f"<b>{html.escape(str(r['eval_set']))}</b> {fmt.count(r['documents'])} documents"
+            + ("" if r["tokens"] is None else f", {fmt.count(r['tokens'])} tokens")
+            + f", longest overlap {r['longest_words']} words" for r in df.iter_rows(named=True))
+    plural = "" if min_matches == 1 else "s"
+    return (f"<p style='margin:2px 0'><b>Contamination</b> (documents with at least {min_matches} matching "
+            f"n-gram{plural}, by evaluation set): {items}</p>")
+
+
 def funnel_chart(curve: dict[str, list]):
     """A Bokeh line chart of the funnel (share still in after each stage), updated in place."""
     from bokeh.models import ColumnDataSource
@@ -129,6 +152,9 @@ class FunnelTab:
         self.frame = table_frame(first.funnel, None)  # what the table shows
         self.table = pn.pane.HTML(table_html(self.frame), height=330, sizing_mode="stretch_width", name="funnel",
                                   css_classes=["funnel-table"], stylesheets=[_TABLE_CSS], styles={"overflow-y": "auto"})
+        self.contamination = pn.pane.HTML(
+            contamination_html(sel.contamination(), sel.config.stages.decontamination.min_matches),
+            name="contamination", sizing_mode="stretch_width")
         fig, self.source = funnel_chart(first.curve)
         self.chart = pn.pane.Bokeh(fig, height=240, sizing_mode="stretch_width", name="funnel chart")
         self.viewer = DocumentViewer(sel, dispatch, self.report, open_cluster=open_cluster)
@@ -140,6 +166,7 @@ class FunnelTab:
         main = pn.Column(pn.Row(self.reset, pn.pane.HTML("<b>unit</b>", margin=(12, 5)), self.unit, self.by,
                                 sizing_mode="stretch_width"),
                          self.retention, self.change, self.diff, self.error, self.chart, self.table_title, self.table,
+                         self.contamination,
                          self.viewer.view,
                          sizing_mode="stretch_width", margin=(0, 0, 0, 10))
         self.view = pn.Row(self.knobs.view, main, name="Funnel", sizing_mode="stretch_width")
@@ -194,6 +221,15 @@ class FunnelTab:
         self.knobs.refresh_histograms()
         self.dispatch.submit("change", lambda: sel.change(before=before, after=cfg) if names else None,
                              show_change, pool=DETAILS)
+        if cfg.stages.decontamination.eval_sets:
+            def show_contamination(fut: Future) -> None:
+                try:
+                    self.contamination.object = contamination_html(fut.result(),
+                                                                   cfg.stages.decontamination.min_matches)
+                except LabError as e:
+                    self.report(str(e))
+
+            self.dispatch.submit("contamination", lambda: sel.contamination(cfg), show_contamination, pool=DETAILS)
         self.viewer.refresh()
 
 
