@@ -49,7 +49,7 @@ def run_dir(tmp_path_factory):
                              + "\n" for i in range(3)))
     cfg = Config(name="browser", output_dir=str(root / "runs"),
                  inputs=(InputConfig(path=str(syn)), InputConfig(path=str(extra))), engine=EngineConfig(n_workers=1))
-    engine.run(cfg, progress=False)
+    engine.run(cfg, progress=False, client=engine.INPROCESS)
     return cfg.run_dir
 
 
