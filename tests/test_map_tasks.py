@@ -60,3 +60,15 @@ def test_handles_feed_later_tasks_and_reports_move_the_bar_within_a_task():
     assert bar.n == 65  # reports beyond a task's size are not shown twice: each task counts its size once
     total = ex.result(ex.submit(lambda x, y: x + y, *handles, key="sum"))
     assert total == 7
+
+
+def test_only_the_engine_imports_dask():
+    """The steps, the manifest and the task functions run without Dask (DESIGN §3: engine.py is the
+    only module that touches it)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import lab.steps, lab.manifest, lab.annotate, lab.dedup, lab.tokenize, lab.materialize; "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'dask', 'distributed'}))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert r.stdout.strip() == "[]"
