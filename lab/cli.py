@@ -1,6 +1,6 @@
 """``corpus-lab``: the command line.
 
-    corpus-lab run [--config FILE] [--scheduler ADDRESS] [--workers N] [--dry-run] ...
+    corpus-lab run [--config FILE] [--scheduler ADDRESS] [--workers N] [--in-process] [--dry-run] ...
     corpus-lab funnel RUN_DIR [--config FILE] [--by lang|source]
     corpus-lab labels RUN_DIR [--config FILE] [--export PATH] [--compact]
     corpus-lab reference
@@ -71,7 +71,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from lab import engine, query
 
     args.run_dir = cfg.run_dir  # for the line an interruption prints
-    manifest = engine.run(cfg, progress=not args.no_progress, overwrite=args.overwrite)
+    manifest = engine.run(cfg, progress=not args.no_progress, overwrite=args.overwrite,
+                          client=engine.INPROCESS if args.in_process else None)
     t = manifest["totals"]
     lr = manifest["last_run"]
     print(f"run {cfg.run_dir}: {t['docs']} documents, {t['rejected']} rejected records "
@@ -314,6 +315,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--mode", choices=("explore", "batch"), help="explore: every signal; batch: stop at the first failing stage")
     r.add_argument("--scheduler", help="address of an existing Dask scheduler, e.g. tcp://127.0.0.1:8786")
     r.add_argument("--workers", type=int, help="LocalCluster worker processes (default: one per core)")
+    r.add_argument("--in-process", action="store_true",
+                   help="run every task in this process, no Dask cluster (small inputs; the same outputs)")
     r.add_argument("--dry-run", action="store_true", help="print the resolved config, each key with its meaning, and exit")
     r.add_argument("--overwrite", action="store_true", help="replace an existing run of different inputs")
     r.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -49,7 +49,7 @@ def run_dir(tmp_path_factory):
                              + "\n" for i in range(3)))
     cfg = Config(name="browser", output_dir=str(root / "runs"),
                  inputs=(InputConfig(path=str(syn)), InputConfig(path=str(extra))), engine=EngineConfig(n_workers=1))
-    engine.run(cfg, progress=False)
+    engine.run(cfg, progress=False, client=engine.INPROCESS)
     return cfg.run_dir
 
 
@@ -197,6 +197,7 @@ def test_histogram_cutoff_follows_its_slider(served, browser):
               and _model(page, f"cutoff {knob}", "location") == value)
     assert _model(page, f"histogram {knob}", "data.dropped") == want and sum(want) > 0
     assert _model(page, f"cutoff {knob}", "location") == value  # the cutoff drawn where the threshold is
+    _wait_for(page, lambda: _box(page, knob).input_value() == str(value))  # the box may follow the cutoff a moment later
     assert _box(page, knob).input_value() == str(value)  # the exact box shows the applied value
     change = query.change(run_dir, base, moved)
     line = f"this change drops {fmt.amount(change['dropped']['docs'], 'docs')}"

@@ -25,7 +25,7 @@ def test_run_then_funnel_with_other_thresholds(tmp_path):
     (tmp_path / "in.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs) + "[\n")
     (tmp_path / "c.yaml").write_text(f"name: t\noutput_dir: {tmp_path}/runs\ninputs: [{{path: {tmp_path}/in.jsonl}}]\n"
                                      "engine: {n_workers: 1}\n")
-    r = cli("run", "--config", str(tmp_path / "c.yaml"), "--no-progress")
+    r = cli("run", "--config", str(tmp_path / "c.yaml"), "--no-progress", "--in-process")
     assert r.returncode == 0, r.stderr
     assert "13 documents, 2 rejected records" in r.stdout and "gopher_quality" in r.stdout
     reasons = sorted(query.reject_rows(tmp_path / "runs" / "t")["reason"])
@@ -57,7 +57,7 @@ def test_empty_input_is_an_error(tmp_path):
     (tmp_path / "empty.jsonl").write_text("")
     (tmp_path / "c.yaml").write_text(f"name: e\noutput_dir: {tmp_path}/runs\ninputs: [{{path: {tmp_path}/empty.jsonl}}]\n"
                                      "engine: {n_workers: 1}\n")
-    r = cli("run", "--config", str(tmp_path / "c.yaml"), "--no-progress")
+    r = cli("run", "--config", str(tmp_path / "c.yaml"), "--no-progress", "--in-process")
     assert r.returncode == 1 and "no documents were read" in r.stderr
 
 
@@ -66,7 +66,7 @@ def test_every_record_rejected_is_an_error_with_its_reasons(tmp_path):
     (tmp_path / "bad.jsonl").write_text("\n".join(lines) + "\n")
     (tmp_path / "c.yaml").write_text(f"name: b\noutput_dir: {tmp_path}/runs\ninputs: [{{path: {tmp_path}/bad.jsonl}}]\n"
                                      "engine: {n_workers: 1}\n")
-    r = cli("run", "--config", str(tmp_path / "c.yaml"), "--no-progress")
+    r = cli("run", "--config", str(tmp_path / "c.yaml"), "--no-progress", "--in-process")
     assert r.returncode == 1, r.stderr
     assert "no documents were read from the inputs (5 rejected records)" in r.stderr and "Traceback" not in r.stderr
     assert "2 x " in r.stderr and "field 'text' is a list, not a string" in r.stderr  # the most frequent first

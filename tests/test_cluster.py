@@ -1,7 +1,7 @@
 """The engine on a real Dask cluster and under faults (DESIGN §9: real scheduler and workers).
 
 - A ``dask scheduler`` and two ``dask worker`` processes on 127.0.0.1: ``corpus-lab run --scheduler``
-  writes the same bytes as the LocalCluster run.
+  writes the same bytes as the LocalCluster run; so does the in-process executor (no cluster).
 - SIGKILL of a worker (its nanny too) in the middle of annotate: Dask reschedules its tasks on the
   survivor, nothing is quarantined, the bytes are the same.
 - A partition whose every attempt fails (its file gives EIO on the workers) is tried ``1 + retries``
@@ -16,6 +16,7 @@ tokenizer so that tokens/ is written too; one LocalCluster run of it is the refe
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -27,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from lab import query, sample
+from lab import engine, query, sample
 from lab.config import load
 from lab.io.run import RunLayout
 from lab.io.writers import read_json
@@ -247,6 +248,15 @@ def test_scheduler_and_two_workers_give_the_local_cluster_bytes(cluster, corpus,
     # both worker processes took partitions (the tasks ran there, not in the client)
     assert cluster.client.run(lambda: "lab.annotate" in sys.modules) == {a: True for a in cluster.names()}
     assert_same_run(tmp_path / "remote", reference)
+
+
+def test_in_process_gives_the_local_cluster_bytes(corpus, reference, tmp_path):
+    """``engine.run(client="inprocess")``: the same tasks one after another in this process, no cluster;
+    every output file is the LocalCluster's, byte for byte (timings and names aside)."""
+    cfg = dataclasses.replace(load(corpus.config), name="inprocess", output_dir=str(tmp_path))
+    m = engine.run(cfg, progress=False, client=engine.INPROCESS)
+    assert m["last_run"]["partitions_run"] == 20 and m["last_run"]["steps"]["materialize"] == "computed"
+    assert_same_run(tmp_path / "inprocess", reference)
 
 
 def test_sigkill_of_a_worker_mid_run_changes_nothing(cluster, corpus, reference, tmp_path):

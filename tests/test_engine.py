@@ -3,6 +3,7 @@ determinism across worker counts, resume after SIGKILL, explore == batch."""
 
 import filecmp
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,15 +14,17 @@ import pyarrow.parquet as pq
 import pytest
 
 from lab import engine, query, sample
-from lab.config import Config, EngineConfig, IngestConfig, InputConfig, build
+from lab.config import Config, EngineConfig, IngestConfig, InputConfig, TokenizerConfig, build
 from lab.io.run import RunLayout
 
 pytestmark = pytest.mark.cluster
 
+INPROC = engine.INPROCESS  # tests whose point is not the cluster run their tasks in this process
+
 
 @pytest.fixture(scope="session")
-def synthetic(tmp_path_factory) -> Path:
-    return sample.build(root=tmp_path_factory.mktemp("data") / "sample", real=False) / "synthetic"
+def synthetic(synthetic_src) -> Path:
+    return synthetic_src
 
 
 def config(src: Path, out: Path, name: str, workers: int = 1, **kw) -> Config:
@@ -48,16 +51,15 @@ def assert_identical(a: Path, b: Path) -> None:
 
 
 @pytest.fixture(scope="session")
-def one_worker_run(synthetic, tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("runs")
-    cfg = config(synthetic, out, "one", workers=1)
-    engine.run(cfg, progress=False)
-    return cfg.run_dir
+def one_worker_run(synthetic_run_dir) -> Path:
+    """The session's run of the synthetic sample under the default config (conftest.py; run in this
+    process, which gives a LocalCluster's bytes: tests/test_cluster.py)."""
+    return synthetic_run_dir
 
 
 def test_synthetic_funnel_matches_labels(synthetic, one_worker_run):
     labels = sample.labels(synthetic.parent)
-    cfg = config(synthetic, one_worker_run.parent, "one")
+    cfg = config(synthetic, one_worker_run.parent, one_worker_run.name)
     f = query.funnel(one_worker_run, cfg)
     dropped = dict(zip(f["stage"], f["docs_dropped"]))
     expect = {}
@@ -73,7 +75,7 @@ def test_synthetic_funnel_matches_labels(synthetic, one_worker_run):
 
 
 def test_each_synthetic_document_is_dropped_by_its_labelled_stage(synthetic, one_worker_run):
-    cfg = config(synthetic, one_worker_run.parent, "one")
+    cfg = config(synthetic, one_worker_run.parent, one_worker_run.name)
     r = query.open_run(one_worker_run)
     reasons = dict(query.drop_reasons(r, cfg).iter_rows())
     ids = dict(r.cursor().execute("SELECT record_id, doc_id FROM docs WHERE record_id <> ''").fetchall())
@@ -94,7 +96,7 @@ def test_each_synthetic_document_is_dropped_by_its_labelled_stage(synthetic, one
 
 
 def test_conservation_rejects_and_scrubbed_text(synthetic, one_worker_run):
-    cfg = config(synthetic, one_worker_run.parent, "one")
+    cfg = config(synthetic, one_worker_run.parent, one_worker_run.name)
     f = query.funnel(one_worker_run, cfg)
     assert f["docs_in"][0] == f["docs_out"][-1] + f["docs_dropped"].sum()
     assert f["bytes_in"][0] == f["bytes_out"][-1] + f["bytes_dropped"].sum()
@@ -127,11 +129,14 @@ def test_two_workers_byte_identical_to_one(synthetic, one_worker_run, tmp_path):
     assert a.equals(b)
 
 
-def test_rerun_is_idempotent_and_reuses_partitions(synthetic, one_worker_run):
-    before = {p: p.stat().st_mtime_ns for p in one_worker_run.rglob("part-*.parquet")}
-    m = engine.run(config(synthetic, one_worker_run.parent, "one"), progress=False)
+def test_rerun_is_idempotent_and_reuses_partitions(synthetic, one_worker_run, tmp_path):
+    run = tmp_path / one_worker_run.name
+    shutil.copytree(one_worker_run, run)  # a copy of the shared run (its files keep their mtimes)
+    before = {p: p.stat().st_mtime_ns for p in run.rglob("part-*.parquet")}
+    m = engine.run(config(synthetic, tmp_path, one_worker_run.name), progress=False)
     assert m["last_run"]["partitions_run"] == 0 and m["last_run"]["partitions_reused"] == len(m["partitions"])
-    assert before == {p: p.stat().st_mtime_ns for p in one_worker_run.rglob("part-*.parquet")}
+    assert m["last_run"]["steps"]["near_dedup"] == m["last_run"]["steps"]["materialize"] == "reused"
+    assert before == {p: p.stat().st_mtime_ns for p in run.rglob("part-*.parquet")}
 
 
 def test_an_input_rewritten_with_the_same_size_and_mtime_is_read_again(tmp_path):
@@ -145,7 +150,7 @@ def test_an_input_rewritten_with_the_same_size_and_mtime_is_read_again(tmp_path)
         (src / f"{k}.jsonl").write_text("".join(json.dumps({"id": f"{k}-{i}", "text": sample.english_doc(rng)}) + "\n"
                                                 for i in range(10)))
     cfg = config(src, tmp_path / "runs", "same")
-    engine.run(cfg, progress=False)
+    engine.run(cfg, progress=False, client=INPROC)
     f = src / "1.jsonl"
     st = f.stat()
     old = f.read_text()
@@ -154,7 +159,7 @@ def test_an_input_rewritten_with_the_same_size_and_mtime_is_read_again(tmp_path)
     f.write_text(new)
     os.utime(f, ns=(st.st_atime_ns, st.st_mtime_ns))
     assert (f.stat().st_size, f.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
-    m = engine.run(cfg, progress=False)
+    m = engine.run(cfg, progress=False, client=INPROC)
     assert m["last_run"]["partitions_run"] == 1 and m["last_run"]["partitions_reused"] == 2
     texts = query.document_texts(cfg.run_dir, query.signal_rows(cfg.run_dir, ["doc_id"])["doc_id"].to_list())
     assert any(" THE " in t for t in texts.values())
@@ -163,15 +168,15 @@ def test_an_input_rewritten_with_the_same_size_and_mtime_is_read_again(tmp_path)
 
 
 def test_the_annotate_bar_moves_within_a_partition(tmp_path, capsys):
-    # one partition of a few MB: before, the bar sat at 0% until the whole partition was done
+    # one partition of a few seconds' work: before, the bar sat at 0% until the whole partition was done
     import json
     import random
     import re
 
     rng = random.Random(11)
     src = tmp_path / "one.jsonl"
-    src.write_text("".join(json.dumps({"id": str(i), "text": sample.english_doc(rng)}) + "\n" for i in range(2500)))
-    cfg = config(src, tmp_path / "runs", "bar")
+    src.write_text("".join(json.dumps({"id": str(i), "text": sample.english_doc(rng)}) + "\n" for i in range(1000)))
+    cfg = config(src, tmp_path / "runs", "bar", tokenizer=TokenizerConfig(enabled=False))  # the annotate bar only
     engine.run(cfg, progress=True)
     err = capsys.readouterr().err
     shown = [int(p) for p in re.findall(r"annotate:\s+(\d+)%", err)]
@@ -185,21 +190,21 @@ def test_a_stage_version_bump_annotates_again(synthetic, tmp_path, monkeypatch):
     from lab.stages import gopher_quality
 
     cfg = config(synthetic, tmp_path, "bump")
-    first = engine.run(cfg, progress=False)
+    first = engine.run(cfg, progress=False, client=INPROC)
     before = {str(p.relative_to(cfg.run_dir)): p.read_bytes() for p in Path(cfg.run_dir).glob("signals/part-*.parquet")}
     monkeypatch.setattr(gopher_quality, "VERSION", gopher_quality.VERSION + 1)
-    m = engine.run(cfg, progress=False)
+    m = engine.run(cfg, progress=False, client=INPROC)
     assert m["last_run"]["partitions_run"] == len(m["partitions"]) > 0 and m["signals_hash"] != first["signals_hash"]
     assert m["inputs_hash"] == first["inputs_hash"]
     after = {str(p.relative_to(cfg.run_dir)): p.read_bytes() for p in Path(cfg.run_dir).glob("signals/part-*.parquet")}
     assert after == before  # the same code under another version: the same signals
-    again = engine.run(cfg, progress=False)  # and now they are current
+    again = engine.run(cfg, progress=False, client=INPROC)  # and now they are current
     assert again["last_run"]["partitions_run"] == 0
 
 
 def test_batch_mode_keeps_the_same_documents(synthetic, one_worker_run, tmp_path):
     cfg = config(synthetic, tmp_path, "batch", mode="batch")
-    engine.run(cfg, progress=False)
+    engine.run(cfg, progress=False, client=INPROC)
     explore = dict(query.drop_reasons(one_worker_run, config(synthetic, tmp_path, "one")).iter_rows())
     batch = dict(query.drop_reasons(cfg.run_dir, cfg).iter_rows())
     assert batch == explore
@@ -229,24 +234,24 @@ def test_sigkill_mid_run_then_resume_is_byte_identical(synthetic, tmp_path):
     src = synthetic / "documents.jsonl"
     yaml = tmp_path / "kill.yaml"
     yaml.write_text(f"name: killed\noutput_dir: {tmp_path}\ninputs: [{{path: {src}}}]\n"
-                    "ingest: {partition_bytes: 16384}\nengine: {n_workers: 2}\n")
+                    "ingest: {partition_bytes: 32768}\nengine: {n_workers: 2}\n")
     cmd = [sys.executable, "-m", "lab.cli", "run", "--config", str(yaml), "--no-progress"]
     proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     stats = tmp_path / "killed" / "stats"
     deadline = time.time() + 240
-    while time.time() < deadline and len(list(stats.glob("part-*.json"))) < 20:
+    while time.time() < deadline and len(list(stats.glob("part-*.json"))) < 10:
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     done = len(list(stats.glob("part-*.json")))
-    total = len(list(range(0, src.stat().st_size, 16384)))
+    total = len(list(range(0, src.stat().st_size, 32768)))
     assert 0 < done < total, (done, total)
     r = subprocess.run(cmd, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert f"{done} reused" in r.stdout or "reused" in r.stdout
     ref = build(Config, {"name": "ref", "output_dir": str(tmp_path), "inputs": [{"path": str(src)}],
-                         "ingest": {"partition_bytes": 16384}, "engine": {"n_workers": 1}})
-    engine.run(ref, progress=False)
+                         "ingest": {"partition_bytes": 32768}, "engine": {"n_workers": 1}})
+    engine.run(ref, progress=False, client=INPROC)
     assert_identical(tmp_path / "killed", ref.run_dir)
 
 
@@ -260,7 +265,7 @@ def test_nonexistent_input_is_a_clear_error(tmp_path):
 def test_python_rules_equal_sql_on_every_sample_document(synthetic, one_worker_run):
     from lab.select import python_funnel, ruleset
 
-    cfg = config(synthetic, one_worker_run.parent, "one")
+    cfg = config(synthetic, one_worker_run.parent, one_worker_run.name)
     rows = query.signal_rows(one_worker_run).to_dicts()
     sql = dict(query.drop_reasons(one_worker_run, cfg).iter_rows())
     e = query.edges(one_worker_run)
@@ -275,7 +280,7 @@ def test_manifest_merges_partition_metrics(synthetic, one_worker_run):
     import json
 
     m = json.loads((one_worker_run / "manifest.json").read_text())
-    cfg = config(synthetic, one_worker_run.parent, "one")
+    cfg = config(synthetic, one_worker_run.parent, one_worker_run.name)
     reasons = {r: (d, b) for r, d, b in query.reason_counts(one_worker_run, cfg).iter_rows()}
     assert {r: tuple(v) for r, v in m["dropped"].items()} == reasons
     summed = {}
@@ -304,26 +309,26 @@ def test_rerun_after_inputs_change_reads_exactly_the_new_inputs(tmp_path):
     _jsonl(src / "b.jsonl", 10)
     _jsonl(src / "c.jsonl", 12)
     cfg = config(src, tmp_path / "runs", "changing")
-    engine.run(cfg, progress=False)
+    engine.run(cfg, progress=False, client=INPROC)
     _jsonl(src / "a.jsonl", 7)  # a new file sorts first: every partition index shifts
     _jsonl(src / "c.jsonl", 3, start=100)  # a file shrinks and changes
-    m = engine.run(cfg, progress=False)
+    m = engine.run(cfg, progress=False, client=INPROC)
     fresh = config(src, tmp_path / "runs", "fresh")
-    engine.run(fresh, progress=False)
+    engine.run(fresh, progress=False, client=INPROC)
     assert m["totals"]["docs"] == 20 and query.funnel(cfg.run_dir, cfg, refresh=True)["docs_in"][0] == 20
     assert_identical(cfg.run_dir, fresh.run_dir)
 
 
 def test_batch_run_thresholds_are_part_of_its_signals(tmp_path, synthetic):
     cfg = config(synthetic, tmp_path, "batch", mode="batch")
-    engine.run(cfg, progress=False)
+    engine.run(cfg, progress=False, client=INPROC)
     loose = build(Config, {**__import__("lab.config", fromlist=["to_dict"]).to_dict(cfg),
                            "stages": {"gopher_quality": {"min_words": 10}}})
     assert loose.signals_hash() != cfg.signals_hash()
     with pytest.raises(Exception, match="batch run"):
         query.funnel(cfg.run_dir, loose)
     with pytest.raises(Exception, match="different inputs"):
-        engine.run(loose, progress=False)
+        engine.run(loose, progress=False, client=INPROC)
 
 
 def test_unreachable_scheduler_is_a_clear_error_and_writes_nothing(tmp_path):
@@ -360,7 +365,7 @@ def test_mixed_formats_conserve_records_and_bytes(tmp_path, synthetic):
     (src / "texts" / "blob.bin").write_bytes(bytes(range(256)) * 8)
     sh.copy(synthetic / "pages.warc.gz", src / "pages.warc.gz")
     cfg = config(src, tmp_path / "runs", "mixed")
-    m = engine.run(cfg, progress=False)
+    m = engine.run(cfg, progress=False, client=INPROC)
     f = query.funnel(cfg.run_dir, cfg)
     rej = query.reject_rows(cfg.run_dir)
     # 5 + 4 + 3 + 20 documents; rejects: the broken JSON line, the null Parquet text, the binary file

@@ -14,8 +14,8 @@ import numpy as np
 import polars as pl
 import pytest
 
-from lab import engine, fertility, query, sample, tokenize
-from lab.config import Config, EngineConfig, IngestConfig, InputConfig, PackConfig, TokenizerConfig
+from lab import fertility, query, tokenize
+from lab.config import Config, TokenizerConfig
 from lab.errors import ConfigError
 
 SIZES = (300, 500, 3000)  # the synthetic sample reaches 300 and 500; 3000 (the run's) stops short
@@ -23,13 +23,9 @@ D = 1024
 
 
 @pytest.fixture(scope="module")
-def run(tmp_path_factory) -> Config:
-    syn = sample.build(root=tmp_path_factory.mktemp("data") / "sample", real=False) / "synthetic"
-    cfg = Config(name="f", output_dir=str(tmp_path_factory.mktemp("runs")), inputs=(InputConfig(path=str(syn)),),
-                 ingest=IngestConfig(partition_bytes=1 << 26), tokenizer=TokenizerConfig(vocab_size=3000),
-                 pack=PackConfig(seq_len=512, val_fraction=0.1, shard_sequences=64), engine=EngineConfig(n_workers=1))
-    engine.run(cfg, progress=False)
-    return cfg
+def run(tokens_run) -> Config:
+    """The session's run of the synthetic sample with a 3000-token tokenizer (conftest.py)."""
+    return tokens_run
 
 
 @pytest.fixture(scope="module")

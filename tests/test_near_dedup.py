@@ -14,7 +14,7 @@ import pytest
 from datasketch import LeanMinHash, MinHash
 
 from lab import engine, neardup, query, sample
-from lab.config import Config, EngineConfig, IngestConfig, InputConfig, StagesConfig, build
+from lab.config import Config, EngineConfig, IngestConfig, InputConfig, StagesConfig, build, load
 from lab.errors import ConfigError
 from lab.io.run import RunLayout
 from lab.neardup import signature as sg
@@ -29,7 +29,8 @@ def exact_jaccard(a: str, b: str, ngram: int = 5) -> float:
 
 
 def run_jsonl(tmp: Path, name: str, texts: list[str], *, workers: int = 1, partition_bytes: int = 1 << 26,
-              stages: StagesConfig | None = None, **nd_kw) -> Config:
+              stages: StagesConfig | None = None, client: object = engine.INPROCESS, **nd_kw) -> Config:
+    """Run ``texts`` as one JSONL file; in this process unless ``client`` is None (a LocalCluster of ``workers``)."""
     src = tmp / "inputs" / str(hash(tuple(texts)) & 0xFFFFFFFF) / "docs.jsonl"  # same texts, same file, same ids
     src.parent.mkdir(parents=True, exist_ok=True)
     data = "".join(json.dumps({"id": f"doc-{i}", "text": t}) + "\n" for i, t in enumerate(texts))
@@ -40,7 +41,7 @@ def run_jsonl(tmp: Path, name: str, texts: list[str], *, workers: int = 1, parti
         stages = build(StagesConfig, {**_plain(stages), "near_dedup": {**_plain(stages.near_dedup), **nd_kw}})
     cfg = Config(name=name, output_dir=str(tmp / "runs"), inputs=(InputConfig(path=str(src)),),
                  ingest=IngestConfig(partition_bytes=partition_bytes), stages=stages, engine=EngineConfig(n_workers=workers))
-    engine.run(cfg, progress=False)
+    engine.run(cfg, progress=False, client=client)
     return cfg
 
 
@@ -159,11 +160,12 @@ def test_diff_reconstructs_both_texts():
 
 @pytest.fixture(scope="module")
 def near_runs(tmp_path_factory):
-    """The same corpus run with 1 worker and with 2 workers, 3 shuffle buckets, many partitions."""
+    """The same corpus in many partitions run in this process (one bucket per partition) and on a
+    LocalCluster of 2 workers with 3 shuffle buckets."""
     tmp = tmp_path_factory.mktemp("near")
     texts, pairs = corpus(90, seed=1)
     one = run_jsonl(tmp, "one", texts, workers=1, partition_bytes=16384)
-    two = run_jsonl(tmp, "two", texts, workers=2, partition_bytes=16384, shuffle_buckets=3)
+    two = run_jsonl(tmp, "two", texts, workers=2, partition_bytes=16384, shuffle_buckets=3, client=None)
     return texts, pairs, one, two
 
 
@@ -262,12 +264,9 @@ def test_precision_recall_against_exact_jaccard_on_the_sample(synthetic_run):
 
 
 @pytest.fixture(scope="module")
-def synthetic_run(tmp_path_factory):
-    syn = sample.build(root=tmp_path_factory.mktemp("data") / "sample", real=False) / "synthetic"
-    cfg = Config(name="syn", output_dir=str(tmp_path_factory.mktemp("runs")), inputs=(InputConfig(path=str(syn)),),
-                 engine=EngineConfig(n_workers=1))
-    engine.run(cfg, progress=False)
-    return cfg, cfg.run_dir
+def synthetic_run(synthetic_run_dir):
+    """The session's run of the synthetic sample under the default config (conftest.py)."""
+    return load(synthetic_run_dir / "config.yaml"), synthetic_run_dir
 
 
 def test_selection_aware_keep(tmp_path):

@@ -18,8 +18,6 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from lab import engine, sample
-from lab.config import Config, EngineConfig, IngestConfig, InputConfig, PackConfig, TokenizerConfig
 from lab.errors import ConfigError
 from lab.io.writers import read_json
 from lab.plan import (
@@ -169,17 +167,12 @@ def _tokenized(run_dir: Path) -> bool:
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory) -> Path:
-    """runs/sample when it exists and is tokenized; else the synthetic sample, one worker (~7 s)."""
+def run_dir(request) -> Path:
+    """runs/sample when it exists and is tokenized; else the session's tokenized run of the synthetic
+    sample (``tokens_run`` in conftest.py)."""
     if _tokenized(ROOT / "runs" / "sample"):
         return ROOT / "runs" / "sample"
-    syn = sample.build(root=tmp_path_factory.mktemp("data") / "sample", real=False) / "synthetic"
-    cfg = Config(name="plan", output_dir=str(tmp_path_factory.mktemp("runs")), inputs=(InputConfig(path=str(syn)),),
-                 ingest=IngestConfig(partition_bytes=1 << 26), tokenizer=TokenizerConfig(vocab_size=3000),
-                 pack=PackConfig(seq_len=512, val_fraction=0.1, shard_sequences=64),
-                 engine=EngineConfig(n_workers=1))
-    engine.run(cfg, progress=False)
-    return Path(cfg.run_dir)
+    return Path(request.getfixturevalue("tokens_run").run_dir)
 
 
 def test_from_manifest_measures_retention_bytes_per_token_and_costs(run_dir):

@@ -77,7 +77,7 @@ def cluster_run(tmp_path_factory):
     src.write_text("".join(json.dumps({"id": f"doc-{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
     cfg = Config(name="clusters", output_dir=str(tmp / "runs"), inputs=(InputConfig(path=str(src)),),
                  engine=EngineConfig(n_workers=1))
-    engine.run(cfg, progress=False)
+    engine.run(cfg, progress=False, client=engine.INPROCESS)
     rows = dict(query.open_run(cfg.run_dir).cursor().execute("SELECT record_id, doc_id FROM docs").fetchall())
     ids = [rows[f"doc-{i}"] for i in range(len(texts))]
     return cfg, texts, {k: [ids[i] for i in v] for k, v in fam.items()}

