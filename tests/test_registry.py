@@ -73,7 +73,7 @@ if __name__ == "__main__":  # Dask's worker processes import this file again
         config.build(config.Config, {"stages": {"shouting": {"max_upper": 2.0}}})
     except ConfigError as e:
         out["error"] = str(e)
-    engine.run(cfg, progress=False)
+    engine.run(cfg, progress=False, client="inprocess")
     f = query.funnel(cfg.run_dir, cfg)
     out["funnel"] = dict(zip(f["stage"].to_list(), f["docs_dropped"].to_list()))
     before = cfg.signals_hash()

@@ -114,7 +114,7 @@ def test_a_run_drops_contaminated_documents_in_explore_and_batch(sets, tmp_path)
             "name": mode, "output_dir": str(tmp_path / "runs"), "mode": mode, "inputs": [{"path": str(src)}],
             "stages": {**off, "decontamination": {"eval_sets": eval_sets}},
             "tokenizer": {"enabled": False}, "engine": {"n_workers": 1}})
-        engine.run(cfg, progress=False)
+        engine.run(cfg, progress=False, client="inprocess")
         assert sorted(r for r in query.drop_reasons(cfg.run_dir, cfg)["reason"].to_list() if r) == \
             ["decontamination.contaminated"]
         assert len(list((cfg.run_dir / "decontam").glob("index-*.json"))) == 1

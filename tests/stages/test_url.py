@@ -126,7 +126,7 @@ def test_a_run_drops_by_url_in_explore_and_batch(tmp_path):
             "name": mode, "output_dir": str(tmp_path / "runs"), "mode": mode, "inputs": [{"path": str(src)}],
             "stages": {**off, "url": {"blocklist": str(bl), "words": ["casino"]}},
             "tokenizer": {"enabled": False}, "engine": {"n_workers": 1}})
-        engine.run(cfg, progress=False)
+        engine.run(cfg, progress=False, client="inprocess")
         reasons = query.drop_reasons(cfg.run_dir, cfg)
         kept[mode] = sorted(r for r in reasons["reason"].to_list() if r)
         rows = query.signal_rows(cfg.run_dir, ["url_present", "url_domain"])
