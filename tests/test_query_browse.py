@@ -337,6 +337,10 @@ def _random_run(tmp_path, n: int, seed: int):
                 v = rng.choice([None] + list(range(60)))
             elif f.name == "nd_shingles":
                 v = rng.choice([0, 5, 5, 5])
+            elif pa.types.is_string(f.type):  # the url and decontamination stages' names: none blocked
+                v = ""
+            elif f.name in ("url_present", "url_word_hits", "decon_matches"):
+                v = rng.choice([0, 0, 0, 1])
             elif pa.types.is_integer(f.type):
                 v = rng.choice([None, 0, 1, 2, 3, 5, 10, 40, 60, 120]) if rng.random() < 0.95 else None
             else:
@@ -580,7 +584,7 @@ def test_bin_edges():
 def test_bad_arguments_name_what_is_allowed(run, cfg):
     with pytest.raises(ConfigError, match="view='nope'.*dropped, kept, newly_dropped, newly_kept"):
         query.documents(run, cfg, view="nope")
-    with pytest.raises(ConfigError, match="unknown stage 'nope'; known: extract"):
+    with pytest.raises(ConfigError, match="unknown stage 'nope'; known: url, extract"):
         query.documents(run, cfg, stage="nope")
     with pytest.raises(ConfigError, match="reason='language.nope'.*language.other_language, language.low_score"):
         query.documents(run, cfg, stage="language", reason="language.nope")
