@@ -557,6 +557,13 @@ def merge_stats(layout: RunLayout, parts: list[Partition]) -> tuple[list[dict], 
     return done, totals
 
 
+def _models_summary(cfg: Config) -> dict:
+    from lab import quality
+
+    qm = cfg.stage("quality_model")
+    return {"quality_model": quality.describe(quality.inspect(qm.model, qm.positive_label))} if qm.model else {}
+
+
 def finish(cfg: Config, layout: RunLayout, parts: list[Partition], *, steps: dict, seconds: float = 0.0,
            hashes: dict[str, str] | None = None) -> dict:
     """Merge every partition's metrics and statistics partials (in partition order) into the manifest."""
@@ -604,6 +611,8 @@ def finish(cfg: Config, layout: RunLayout, parts: list[Partition], *, steps: dic
         "near_dedup": read_json(layout.dedup_done) if layout.dedup_done.exists() else {},
         # the frozen tokenizer: sha256 (later steps refuse another), vocabulary, the sample it was fitted on
         "tokenizer": _tokenizer_summary(layout),
+        # the frozen models the signals came from: path, kind, classes, sha256 (lab.quality)
+        "models": _models_summary(cfg),
         # packed token shards per split: documents, sequences, utilization, truncation (tokens/*/manifest.json)
         "tokens": read_json(layout.packing_stats)["splits"] if layout.packing_stats.exists() else {},
         # what this invocation computed and what it reused from the run directory
