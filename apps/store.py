@@ -218,6 +218,13 @@ class Selection(param.Parameterized):
     def precision(self, config: Config | None = None) -> pl.DataFrame:
         return query.stage_precision(self.run, self.config if config is None else config)
 
+    def train_quality(self, **train: Any) -> dict:
+        """Fit a quality classifier from the run's labels (``lab.quality_train.train``, what
+        ``corpus-lab train-quality RUN`` runs); returns its report."""
+        from lab import quality_train
+
+        return quality_train.train(self.run_dir, cfg=quality_train.TrainConfig(**train))
+
 
 def _same(a: Any, b: Any) -> bool:
     """Whether two knob values are one value (lists and tuples alike; a switch is never a number).

@@ -3,6 +3,7 @@
     corpus-lab run [--config FILE] [--scheduler ADDRESS] [--workers N] [--in-process] [--dry-run] ...
     corpus-lab funnel RUN_DIR [--config FILE] [--by lang|source]
     corpus-lab labels RUN_DIR [--config FILE] [--export PATH] [--compact]
+    corpus-lab train-quality RUN_DIR [--positives INPUT] [--negatives INPUT|sample] [--out PATH] ...
     corpus-lab reference
     corpus-lab sample [--force]
 
@@ -208,6 +209,19 @@ def cmd_labels(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_train_quality(args: argparse.Namespace) -> int:
+    from lab import quality_train
+
+    run_dir = _run_dir(args.run)
+    cfg = quality_train.TrainConfig(seed=args.seed, held_out=args.held_out, cut=args.cut, max_docs=args.max_docs,
+                                    negative_ratio=args.negative_ratio, max_chars=args.max_chars,
+                                    char_ngrams=(3, 5) if args.char_ngrams else ())
+    report = quality_train.train(run_dir, positives=args.positives, negatives=args.negatives, out=args.out, cfg=cfg)
+    print(quality_train.report_text(report))
+    print(f"report: {quality_train.report_path(Path(report['model']))}")
+    return 0
+
+
 def cmd_clusters(args: argparse.Namespace) -> int:
     import polars as pl
 
@@ -349,6 +363,23 @@ def parser() -> argparse.ArgumentParser:
     lb.add_argument("--export", metavar="PATH", help="write every label to PATH: .parquet, .csv or .jsonl")
     lb.add_argument("--compact", action="store_true", help="merge the label files into one (faster cold reads)")
     lb.set_defaults(func=cmd_labels)
+
+    tq = sub.add_parser("train-quality", help="fit a quality classifier (good vs bad) for the quality_model stage")
+    tq.add_argument("run", help="run directory, e.g. runs/sample")
+    tq.add_argument("--positives", metavar="INPUT", help="reference corpus of good text (JSONL, Parquet, text files); "
+                                                          "default: the run's documents labelled good")
+    tq.add_argument("--negatives", metavar="INPUT", help="text to tell apart from it: a path, or 'sample' for a seeded "
+                                                          "random sample of the run; default: the documents labelled "
+                                                          "bad, or the sample if there are none")
+    tq.add_argument("--out", metavar="PATH", help="where the model goes (.npz; default RUN/models/quality.npz)")
+    tq.add_argument("--seed", type=int, default=0, help="the held-out split and the random negatives (default 0)")
+    tq.add_argument("--held-out", type=float, default=0.2, help="share of each class kept for the report (default 0.2)")
+    tq.add_argument("--cut", type=float, default=0.5, help="score at which precision/recall are reported (default 0.5)")
+    tq.add_argument("--max-docs", type=int, default=20_000, help="documents per class at most (default 20000)")
+    tq.add_argument("--negative-ratio", type=float, default=1.0, help="sampled negatives per positive (default 1)")
+    tq.add_argument("--max-chars", type=int, default=10_000, help="characters of each document used (default 10000)")
+    tq.add_argument("--char-ngrams", action="store_true", help="add char 3-5-grams (about 4x slower to score)")
+    tq.set_defaults(func=cmd_train_quality)
 
     c = sub.add_parser("clusters", help="list a run's near-duplicate clusters at a Jaccard threshold, or one cluster")
     c.add_argument("run", help="run directory, e.g. runs/sample")

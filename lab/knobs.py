@@ -156,7 +156,7 @@ def _specs() -> tuple[_Spec, ...]:
             kind = _kind(f, hints[f.name])
             if kind is None:
                 continue
-            signal = _signal_of(module, f.name) if kind in ("number", "integer") else None
+            signal = (f.metadata.get("signal") or _signal_of(module, f.name)) if kind in ("number", "integer") else None
             out.append(_Spec(module.NAME, f.name, kind, f.metadata.get("unit", ""), f.default,
                              f.metadata.get("source") or getattr(module, "SOURCE", ""), f.metadata.get("help", ""),
                              signal, f.metadata.get("choices", ())))

@@ -50,6 +50,14 @@ def versions() -> dict[str, str]:
     return out
 
 
+def models_summary(cfg: Config) -> dict:
+    """The quality model a run's signals came from (none: empty)."""
+    from lab import quality
+
+    qm = cfg.stage("quality_model")
+    return {"quality_model": quality.describe(quality.inspect(qm.model, qm.positive_label))} if qm.model else {}
+
+
 def tokenizer_summary(layout: RunLayout) -> dict:
     """sha256, vocabulary size and fitting sample of the run's frozen tokenizer ({} without one)."""
     if not layout.tokenizer_fit.exists():
@@ -121,6 +129,8 @@ def write(cfg: Config, layout: RunLayout, parts: list[Partition], *, steps: dict
         "near_dedup": read_json(layout.dedup_done) if layout.dedup_done.exists() else {},
         # the frozen tokenizer: sha256 (later steps refuse another), vocabulary, the sample it was fitted on
         "tokenizer": tokenizer_summary(layout),
+        # the frozen models the signals came from: path, kind, classes, sha256 (lab.quality)
+        "models": models_summary(cfg),
         # packed token shards per split: documents, sequences, utilization, truncation (tokens/*/manifest.json)
         "tokens": read_json(layout.packing_stats)["splits"] if layout.packing_stats.exists() else {},
         # what this invocation computed and what it reused from the run directory

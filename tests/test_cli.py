@@ -137,3 +137,49 @@ def test_two_runs_on_one_directory_the_second_fails_at_once_naming_the_first(tmp
     assert (tmp_path / "runs" / "two" / ".lock").read_bytes() == b""
     r = cli("run", "--config", str(tmp_path / "c.yaml"), "--no-progress")  # free again: the rerun reuses it
     assert r.returncode == 0, r.stderr
+
+
+def test_train_quality_from_labels_then_a_batch_run_drops_the_low_scores(tmp_path):
+    import random
+
+    import pyarrow.parquet as pq
+
+    from lab import labels, sample
+    from lab.quality_train import report_path
+
+    rng = random.Random(3)
+    prose = [sample.english_doc(rng) for _ in range(16)]
+    junk = [" ".join(rng.choice(["click", "here", "buy", "now", "free", "deal", "win", "casino"]) for _ in range(150))
+            for _ in range(16)]
+    docs = [{"id": f"p{i}", "text": t} for i, t in enumerate(prose)] + [{"id": f"j{i}", "text": t} for i, t in enumerate(junk)]
+    (tmp_path / "in.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    off = "{language: {enabled: false}, gopher_quality: {enabled: false}, gopher_repetition: {enabled: false}, " \
+          "c4: {enabled: false}, fineweb: {enabled: false}"
+    base = f"output_dir: {tmp_path}/runs\ninputs: [{{path: {tmp_path}/in.jsonl}}]\ntokenizer: {{enabled: false}}\n" \
+           "engine: {n_workers: 1}\n"
+    (tmp_path / "a.yaml").write_text(f"name: a\n{base}stages: {off}}}\n")
+    assert cli("run", "--config", str(tmp_path / "a.yaml"), "--no-progress").returncode == 0
+    run = tmp_path / "runs" / "a"
+    r = cli("train-quality", str(run))
+    assert r.returncode == 2 and "no positives" in r.stderr and "--positives" in r.stderr
+    ids = pq.read_table(run / "docs", columns=["doc_id", "record_id"]).to_pylist()
+    labels.add_many(run, [{"doc_id": d["doc_id"], "label": "good" if d["record_id"].startswith("p") else "bad"}
+                          for d in ids if d["record_id"][1:] not in ("14", "15")], user="tester")  # 28 labelled
+    r = cli("train-quality", str(run))
+    assert r.returncode == 0, r.stderr
+    model = run / "models" / "quality.npz"
+    report = json.loads(report_path(model).read_text())
+    assert report["trained_on"]["positives"] == {"kind": "labels", "label": "good", "labelled": 14, "documents": 14}
+    assert report["trained_on"]["negatives"]["kind"] == "labels" and report["held_out"]["auc"] == 1.0
+    assert f"quality model {model}" in r.stdout and "held-out AUC 1.0" in r.stdout and "most negative: " in r.stdout
+    assert {"click", "casino"} & {g for g, _ in report["top_features"]["negative"]}
+    (tmp_path / "b.yaml").write_text(f"name: b\nmode: batch\n{base}stages: {off}, quality_model: {{model: {model}}}}}\n")
+    r = cli("run", "--config", str(tmp_path / "b.yaml"), "--no-progress")
+    assert r.returncode == 0, r.stderr
+    manifest = json.loads((tmp_path / "runs" / "b" / "manifest.json").read_text())
+    assert manifest["dropped"]["quality_model.low_score"][0] == 16
+    assert manifest["models"]["quality_model"]["sha256"] == report["sha256"]
+    ref = tmp_path / "ref.jsonl"  # a reference corpus against a random sample of the run
+    ref.write_text("".join(json.dumps({"text": sample.english_doc(rng)}) + "\n" for _ in range(10)))
+    r = cli("train-quality", str(run), "--positives", str(ref), "--negatives", "sample", "--out", str(tmp_path / "m.npz"))
+    assert r.returncode == 0 and "documents sampled from the run (seed 0)" in r.stdout, r.stderr

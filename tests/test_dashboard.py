@@ -275,3 +275,26 @@ def test_hidden_tabs_follow_the_selection_when_opened(run_dir):
     assert d.planner.shown.pending is None
     d.tabs.active = d.tabs.objects.index(d.export.view)
     assert "min_words" in d.export.changes.object
+
+
+def test_labels_tab_trains_a_quality_model_from_the_labels(run_dir, tmp_path):
+    """The button runs what `corpus-lab train-quality RUN` runs and shows its report (or why it cannot)."""
+    import shutil
+
+    from apps.views.labels import LabelsTab
+
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    s = Selection(copy, user="ada")
+    tab = LabelsTab(s, Dispatch(None), lambda ids, note: None)
+    tab.train.clicks += 1  # no labels yet: the reason, not a crash
+    assert "no positives" in tab.trained.object and not tab.train.disabled
+    kept = query.documents(copy, s.config, view="kept", limit=12)["doc_id"].to_list()
+    drops = query.documents(copy, s.config, view="dropped", stage="gopher_repetition", limit=12)["doc_id"].to_list()
+    for d in kept:
+        s.label(d, "good")
+    for d in drops:
+        s.label(d, "bad")
+    tab.train.clicks += 1
+    assert "held-out AUC" in tab.trained.object and "12 documents labelled good" in tab.trained.object
+    assert (copy / "models" / "quality.npz").is_file() and (copy / "models" / "quality.report.json").is_file()

@@ -3,7 +3,9 @@
 Per stage: its drops, how many of them are labelled bad and good, the filter's estimated precision
 (bad among labelled drops) with its 95% Wilson interval; a click on a stage opens, in the document
 viewer, the documents it drops that someone labelled good. The labels can be downloaded; a label
-file that cannot be read is named here and skipped, the others still count.
+file that cannot be read is named here and skipped, the others still count. "Train a quality model"
+fits the quality_model stage's classifier from the labels (``corpus-lab train-quality RUN``: good vs
+bad, or vs a random sample of the run when nothing is labelled bad) and shows its report.
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ class LabelsTab:
                                           name="precision")
         self.download = pn.widgets.FileDownload(callback=self._export, filename="labels.parquet",
                                                 label="Download the labels (Parquet)", color="primary", width=260)
+        self.train = pn.widgets.Button(label="Train a quality model from the labels", color="primary", width=300)
+        self.train.on_click(lambda e: self.train_model())
+        self.trained = pn.pane.HTML("", sizing_mode="stretch_width")
         self.table.param.watch(self._opened, "selection")
         sel.param.watch(lambda e: self.shown.run(self.refresh), ["moved", "labels_changed"])
         self.view = pn.Column(
@@ -52,7 +57,8 @@ class LabelsTab:
                          "(it was right to drop them). Click a stage to read the documents it drops that were "
                          "labelled <b>good</b>. The <code>kept</code> row: the share of labelled kept documents "
                          "labelled good.</p>"),
-            self.summary, self.problems, self.table, self.download, name="Labels", sizing_mode="stretch_width")
+            self.summary, self.problems, self.table, self.download, pn.Row(self.train), self.trained, name="Labels",
+            sizing_mode="stretch_width")
         self.shown.run(self.refresh)
 
     def _export(self):
@@ -80,6 +86,24 @@ class LabelsTab:
                 self.problems.object = "Label files skipped (the others still count): " + "; ".join(problems)
 
         self.dispatch.submit("precision", compute, show, pool=DETAILS)
+
+    def train_model(self) -> None:
+        """Fit the quality classifier from the run's labels on a worker thread; show its report."""
+        from lab.quality_train import report_text
+
+        self.train.disabled = True
+        self.trained.object = "<p>training…</p>"
+
+        def show(fut: Future) -> None:
+            self.train.disabled = False
+            try:
+                report = fut.result()
+            except LabError as e:
+                self.trained.object = f"<p class='train-error'>{html.escape(str(e))}</p>"
+                return
+            self.trained.object = f"<pre class='train-report'>{html.escape(report_text(report))}</pre>"
+
+        self.dispatch.submit("train", self.sel.train_quality, show, pool=DETAILS)
 
     def _opened(self, event) -> None:
         if not event.new:

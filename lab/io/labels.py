@@ -227,11 +227,11 @@ def read_export(path: str | Path) -> pl.DataFrame:
 
 def clear_run(layout: RunLayout) -> None:
     """Remove everything a run wrote except its ``labels/`` (judgements of documents, kept across
-    reruns that overwrite the run)."""
+    reruns that overwrite the run) and ``models/`` (classifiers trained from them, which a config may use)."""
     if not layout.root.is_dir():
         return
     for p in layout.root.iterdir():
-        if p.name in (layout.labels.name, LOCK_NAME):  # judgements kept; the lock held by this run stays
+        if p.name in (layout.labels.name, layout.models.name, LOCK_NAME):  # judgements and models kept; the lock stays
             continue
         if p.is_dir() and not p.is_symlink():
             shutil.rmtree(p)

@@ -90,6 +90,10 @@ class RunLayout:
     def dedup_done(self) -> Path:
         return self.dedup / "done.json"
 
+    @property
+    def models(self) -> Path:  # classifiers trained from the run (lab.quality_train), kept across reruns
+        return self.root / "models"
+
     # --- tokenizer and tokens (DESIGN §4 tokenizer/, tokens/) ------------------------------------
 
     @property

@@ -59,7 +59,7 @@ from lab.query.run import SAMPLE_RANK, SAMPLE_SEED, SAMPLE_WINDOWS, Run, _arrow,
 from lab.rules import Rule
 from lab.stages import STAGE_NAMES
 
-__all__ = ["PAGE_MAX", "VIEWS", "document_count", "document_filters", "document_texts", "documents"]
+__all__ = ["PAGE_MAX", "VIEWS", "document_count", "document_filters", "document_texts", "documents", "sample_texts"]
 
 VIEWS = ("dropped", "kept", "newly_dropped", "newly_kept")
 PAGE_MAX = 1000  # documents per page at most (a page carries full texts)
@@ -645,6 +645,18 @@ def document_texts(run: str | Path | Run, doc_ids: Sequence[int]) -> dict[int, s
     r = open_run(run)
     ids = ", ".join(str(int(d)) for d in dict.fromkeys(doc_ids))
     return dict(r.cursor().execute(f"SELECT doc_id, text FROM docs WHERE doc_id IN ({ids})").fetchall())
+
+
+def sample_texts(run: str | Path | Run, n: int, *, seed: int = 0, exclude: Sequence[int] = ()) -> dict[int, str]:
+    """doc_id -> text of ``n`` documents of the run taken in a seeded hash order of their ids (the same
+    ``n``, seed and run: the same documents), skipping ``exclude`` and documents without stored text."""
+    r = open_run(run)
+    cur = r.cursor()
+    cur.register("_exclude", pa.table({"doc_id": pa.array([int(d) for d in exclude], pa.int64())}))
+    rows = cur.execute(f"SELECT doc_id, text FROM docs WHERE text IS NOT NULL AND length(trim(text)) > 0 "
+                       f"AND doc_id NOT IN (SELECT doc_id FROM _exclude) ORDER BY {_sample_order(seed)} "
+                       f"LIMIT {int(n)}").fetchall()
+    return dict(rows)
 
 
 def document_count(run: str | Path | Run, config: Config, *, view: str = "dropped", stage: str | None = None,

@@ -40,6 +40,7 @@ REGISTRY: tuple[str, ...] = (
     "c4",
     "fineweb",
     "decontamination",
+    "quality_model",
     "exact_dedup",
     "near_dedup",
     "pii",

@@ -9,7 +9,8 @@ sentence: what a document must satisfy to be kept) and, when it is not the stage
 A field declared with ``knob`` is a threshold the lab can move without recomputing anything; any other
 field of a stage config (a plain default with a comment, such as MinHash's ``ngram``) decides how
 signals are computed and is not a knob. ``choices`` makes a knob a pick from a fixed list, and
-``kind="languages"`` a list of language codes. ``check`` is the one validation helper of every config
+``kind="languages"`` a list of language codes. ``signal`` names the signal a threshold applies to
+when the default config makes no rule to find it from (``quality_model.min_score`` without a model). ``check`` is the one validation helper of every config
 class: its ``ConfigError`` names the key, the value and what is allowed.
 """
 
@@ -33,7 +34,7 @@ def check(key: str, value: Any, ok: bool, allowed: str) -> None:
 
 
 def knob(default: Any, *, unit: str, help: str, source: str | None = None, choices: tuple = (),
-         kind: str | None = None) -> Any:
+         kind: str | None = None, signal: str | None = None) -> Any:
     """A dataclass field with a default and its unit, help and (optional) source as metadata.
 
     >>> f = knob(50, unit="words", help="A kept document has at least this many words.")
@@ -47,4 +48,6 @@ def knob(default: Any, *, unit: str, help: str, source: str | None = None, choic
         meta["choices"] = tuple(choices)
     if kind is not None:
         meta["kind"] = kind
+    if signal is not None:
+        meta["signal"] = signal
     return dataclasses.field(default=default, metadata=meta)

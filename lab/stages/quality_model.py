@@ -1,0 +1,96 @@
+"""quality_model: a text classifier's probability that a document is good, as a signal.
+
+The model (``model``) is a local file or directory (``lab.quality``: a fastText ``.bin``/``.ftz`` with
+``__label__`` classes such as DCLM's, a classifier trained here with ``corpus-lab train-quality``, or a
+HuggingFace sequence classifier with ``corpus-lab[hf]``); nothing is downloaded. It is frozen by its
+sha256, which is part of the signals hash (a new model recomputes the signals) and of the manifest.
+Each worker process loads it once (cached while the file is unchanged).
+
+Signals: ``qm_score``, the probability of ``positive_label`` (``hq`` and ``__label__hq`` name the
+same class), and ``qm_label``, the most likely class (without ``__label__``); both empty without a
+model or for an empty text. A document is classified by its first ``max_chars`` characters, newlines
+folded to spaces (fastText reads one line): scoring cost is bounded, and on the lab's benchmarks the
+first 10,000 characters give the same AUC as the whole text (``bench/quality_model.py``).
+
+Rule: a kept document's score is at least ``min_score``; without a model there is no rule (a missing
+score never passes a rule, so one would drop every document). "Keep the top p%" is a percentile rule:
+``percentiles: [{stage: quality_model, signal: qm_score, drop_lowest: 100 - p}]`` (the merged global
+quantile). The DCLM / GPT-3 recipe: train on reference text vs a random sample of the corpus, keep the
+highest-scoring share.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from lab import quality
+from lab.rules import Rule
+from lab.stages.fields import check, knob
+
+NAME = "quality_model"
+VERSION = 1  # bump when the signals give other values (the text given to the model, the score's definition)
+SOURCE = "model-based quality filtering (GPT-3 classifier; DCLM fastText OH-2.5+ELI5 vs random web text)"
+EMPTY = {"qm_score": None, "qm_label": None}
+
+
+@dataclass(frozen=True)
+class Config:
+    enabled: bool = knob(True, unit="on/off",
+                         help="On: a kept document's quality score is at least quality_model.min_score (when a model "
+                              "is set); off: every document passes.")
+    min_score: float = knob(0.5, unit="probability 0..1",
+                            help="A kept document's probability of the positive (good) class is at least this.",
+                            signal="qm_score")  # the rule exists only with a model: the knob names its signal
+    # a fastText .bin/.ftz, an .npz from `corpus-lab train-quality`, or a local HuggingFace model directory;
+    # "" = no model: no score and no rule
+    model: str = ""
+    positive_label: str = "hq"  # the class whose probability is the score (hq and __label__hq are the same)
+    max_chars: int = quality.MAX_CHARS  # characters of each document classified (its beginning)
+
+    def __post_init__(self) -> None:
+        check("min_score", self.min_score, 0.0 <= self.min_score <= 1.0, "a probability in [0, 1]")
+        check("positive_label", self.positive_label, bool(quality.label_name(self.positive_label).strip()),
+              "a class name of the model such as hq or __label__hq")
+        check("max_chars", self.max_chars, self.max_chars >= 100, ">= 100 characters")
+        if self.model:
+            quality.inspect(self.model, self.positive_label)  # a clear error now, before any work
+
+
+SIGNALS = {"qm_score": pa.float64(), "qm_label": pa.string()}
+
+
+class Collector:
+    """Per partition: the model (loaded once per process), each document's prefix through it."""
+
+    def __init__(self, cfg: Config, n_buckets: int = 1, run_dir: Any = None) -> None:
+        self.model = quality.load(cfg.model, cfg.positive_label) if cfg.model else None
+        self.max_chars = cfg.max_chars
+
+    def signals(self, i: int, text: str, doc: Any = None) -> dict:
+        if self.model is None or not text.strip():
+            return dict(EMPTY)
+        label, score = self.model.score(quality.prefix(text, self.max_chars))
+        return {"qm_score": round(score, 6), "qm_label": label}
+
+    def write(self, layout: Any, key: str, signals: pa.Table) -> None:
+        """No files of its own."""
+
+
+def signals(text: str) -> dict:
+    """Without a model there is no score."""
+    return dict(EMPTY)
+
+
+def signal_params(cfg: Config) -> dict:
+    """The model file's sha256 (and what is given to it): a new model recomputes the signals."""
+    return {"model": quality.model_sha256(cfg.model) if cfg.model else "",
+            "positive_label": quality.label_name(cfg.positive_label), "max_chars": cfg.max_chars}
+
+
+def rules(cfg: Config) -> list[Rule]:
+    if not cfg.model:
+        return []
+    return [Rule(NAME, "qm_score", ">=", cfg.min_score, "low_score")]
