@@ -509,7 +509,12 @@ class Codes:
 
 
 def _shift(counts: dict, before: dict, after: dict) -> dict:
-    """Remembered counts with a subset's counts under the old codes taken out and under the new put in."""
+    """Remembered counts (key -> [docs, bytes, tokens]) with a subset's counts under the old rules or codes
+    (``before``) taken out and its counts under the new ones (``after``) put in; empty keys dropped.
+
+    >>> _shift({"a": [3, 30, 9]}, {"a": [1, 10, 3]}, {"b": [1, 10, 3]})
+    {'a': [2, 20, 6], 'b': [1, 10, 3]}
+    """
     out = {k: list(v) for k, v in counts.items()}
     for sign, part in ((-1, before), (1, after)):
         for k, v in part.items():

@@ -17,6 +17,7 @@ import polars as pl
 from lab.config import Config
 from lab.errors import ConfigError
 from lab.io.schema import numeric_signals
+from lab.query.codes import _shift as _shifted
 from lab.query.codes import of as codes_of
 from lab.query.compile import _check_columns, _failure_in, _literal, _reason_of, _rules, codes_sql
 from lab.query.neardup import _apply_near, _with_near, _without_near
@@ -145,22 +146,6 @@ def _changed(old: Rule, new: Rule) -> str | None:
     if old.op == "<=":  # passes iff x <= v: differs for lo < x <= hi
         return f"({col} > {_literal(lo)} AND {col} <= {_literal(hi)})"
     return f"{col} IN ({_literal(lo)}, {_literal(hi)})"
-
-
-def _shifted(counts: dict, before: dict, after: dict) -> dict:
-    """Remembered counts (key -> [docs, bytes, tokens]) with a subset's counts under the old rules
-    (``before``) taken out and its counts under the new ones (``after``) put in; empty keys dropped.
-
-    >>> _shifted({"a": [3, 30, 9]}, {"a": [1, 10, 3]}, {"b": [1, 10, 3]})
-    {'a': [2, 20, 6], 'b': [1, 10, 3]}
-    """
-    out = {k: list(v) for k, v in counts.items()}
-    for sign, part in ((-1, before), (1, after)):
-        for k, v in part.items():
-            acc = out.setdefault(k, [0, 0, 0])
-            for i in range(3):
-                acc[i] += sign * v[i]
-    return {k: v for k, v in out.items() if v[0]}
 
 
 def code_counts(r: Run, rules: list[Rule], by: str | None) -> dict:
