@@ -380,7 +380,8 @@ class Planner:
         return plan.plan(self.token_target, self.days, self.gpus, retentions=m["retention"]["bytes"],
                          bytes_per_token=m["bytes_per_token"] or 4.0,
                          stage_cpu_seconds_per_byte=m["stage_cpu_seconds_per_byte"],
-                         deadline_days=self.deadline_days, bytes_per_token_on_disk=self.bytes_per_token_on_disk)
+                         deadline_days=self.deadline_days, bytes_per_token_on_disk=self.bytes_per_token_on_disk,
+                         raw_per_text_byte=m.get("raw_per_text_byte", 1.0))
 
     def against_run(self, config: Config | None = None) -> dict:
         """The plan of the selection beside the plan of the run's own config, and what differs."""

@@ -65,12 +65,13 @@ def annotate_doc(doc: Doc, cfg: Config, batch_rules: dict[str, list[Rule]] | Non
     """Signals of one document (the partition's ``i``-th) and the text to store (PII scrubbed; None for a
     document batch mode dropped). ``batch_rules`` (stage -> rules) set = batch mode; ``collectors``:
     stage -> its per-partition ``Collector`` (``new_collectors``)."""
-    row: dict[str, Any] = {"doc_id": doc.doc_id, "source": doc.source, "bytes": doc.raw_bytes,
+    row: dict[str, Any] = {"doc_id": doc.doc_id, "source": doc.source, "bytes": 0, "raw_bytes": doc.raw_bytes,
                            "malformed_utf8": doc.malformed_utf8, "drop_reason": None}
     text = doc.text
     t0 = time.thread_time()
     if doc.is_html:
         text = extract.html_to_text(text)
+    row["bytes"] = len(text.encode("utf-8", "surrogatepass"))
     t1 = time.thread_time()
     clock["extract"] = clock.get("extract", 0.0) + (t1 - t0)
     for module in STAGES:

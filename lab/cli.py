@@ -57,6 +57,7 @@ def _print_funnel(df) -> None:
     import polars as pl
 
     cols = ["stage", "docs_in", "docs_dropped", "docs_out", "bytes_dropped", "bytes_out"]
+    cols += ["raw_bytes_dropped"] if "raw_bytes_dropped" in df.columns else []
     cols += ["tokens_dropped", "tokens_out"] if "tokens_out" in df.columns else []
     with pl.Config(tbl_rows=50, tbl_cols=20, tbl_width_chars=180, float_precision=3, tbl_hide_dataframe_shape=True):
         print(df.select(*cols, "docs_retention"))
@@ -99,7 +100,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             print(f"  partition {p['key']} ({p['source']}): {why}", file=sys.stderr)
         if len(quarantined) > 10:
             print(f"  ... and {len(quarantined) - 10} more", file=sys.stderr)
-    _print_funnel(query.funnel(cfg.run_dir, cfg))
+    _print_funnel(query.funnel(cfg.run_dir, cfg, raw=True))
     return 0
 
 
@@ -117,7 +118,7 @@ def cmd_funnel(args: argparse.Namespace) -> int:
 
     run_dir = _run_dir(args.run)
     cfg = load(args.config) if args.config else load(run_dir / "config.yaml")
-    df = query.funnel(run_dir, cfg, by=args.by)
+    df = query.funnel(run_dir, cfg, by=args.by, raw=True)
     if not args.by:
         _print_funnel(df)
         if cfg.stages.decontamination.eval_sets:

@@ -100,7 +100,7 @@ def write(cfg: Config, layout: RunLayout, parts: list[Partition], *, steps: dict
     if totals["docs"]:
         for key, reason, docs, nbytes in query.reason_counts_by_partition(layout.root, cfg).iter_rows():
             by_part.setdefault(key, {})[reason] = [docs, nbytes]
-        funnel = query.funnel(layout.root, cfg, refresh=True).to_dicts()
+        funnel = query.funnel(layout.root, cfg, refresh=True, raw=True).to_dicts()
     dropped: dict[str, list[int]] = {}  # per-partition drops merged by addition
     for key in sorted(by_part):
         for reason, (docs, nbytes) in by_part[key].items():

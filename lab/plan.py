@@ -8,7 +8,10 @@ run's), and ``compare`` says where the plan it gives differs from the plan of th
 - **Funnel.** Stage ``i`` keeps a fraction ``r_i`` of the bytes it sees, so the bytes out of stage
   ``i`` are ``B_i = B_0 * prod_{j<=i} r_j`` (``funnel_bytes``). ``S`` stages turn ``B_0`` raw bytes into
   ``B_S`` kept bytes, which the tokenizer turns into ``N = B_S / b_t`` tokens (``b_t`` bytes per
-  token). Backwards: ``B_0 = N * b_t / prod r`` (``raw_bytes_needed``). DeepSeek-V3-class
+  token). Backwards: ``B_0 = N * b_t / prod r`` (``raw_bytes_needed``). A run's funnel counts the
+  documents' *text* bytes (extracted, UTF-8), so its retentions and ``b_t`` are text bytes, and
+  the input it takes to get them is ``B_0`` times the run's raw bytes per text byte
+  (``raw_per_text_byte``: JSON keys, markup, WARC headers; ``plan`` applies it). DeepSeek-V3-class
   retentions 0.50, 0.40, 0.50, 0.50, 0.50, 0.40, 0.95, 1.00 have product 0.0095; 14.8e12 tokens at
   4 bytes per token are 59.2 TB of survivors and need 59.2e12 / 0.0095 = 6.23 PB raw.
 - **Throughput contract.** Training on ``N`` tokens in ``T`` days on ``G`` GPUs consumes
@@ -252,7 +255,8 @@ def from_manifest(run_dir: str | Path) -> dict:
     - ``stages``: the funnel's stages, in order.
     - ``retention``: ``docs`` and ``bytes`` (and ``tokens`` when the run is tokenized): stage ->
       ``out / in``; ``retention["bytes"]`` is what ``plan`` takes as ``retentions``.
-    - ``raw_bytes`` (bytes into the first stage, rejected records included), ``kept_bytes``,
+    - ``raw_bytes`` (the records' bytes as read, rejected records included), ``text_bytes`` (the
+      documents' text bytes into the first stage), ``raw_per_text_byte``, ``kept_bytes`` (text),
       ``kept_tokens`` (None before tokenization; the documents' tokens, without the EOD tokens
       packing appends), ``bytes_per_token`` (``kept_bytes / kept_tokens``, or None).
     - ``stage_cpu_seconds_per_byte``: stage -> the stage's CPU seconds over ``raw_bytes``.
@@ -266,10 +270,11 @@ def from_manifest(run_dir: str | Path) -> dict:
     if not funnel:
         raise ConfigError(f"run_dir {str(run_dir)!r}: the manifest's funnel is empty (the run read no documents); "
                           "nothing to measure retention on")
-    raw = funnel[0]["bytes_in"]
+    raw = funnel[0].get("raw_bytes_in", funnel[0]["bytes_in"])  # a run from before text bytes: the same
     cpu = m.get("stage_cpu_seconds", {})
-    return _measured(funnel, run=str(run_dir),
-                     costs={s: sec / raw for s, sec in cpu.items()} if raw else {})
+    text = funnel[0]["bytes_in"]
+    return _measured(funnel, run=str(run_dir), costs={s: sec / raw for s, sec in cpu.items()} if raw else {},
+                     raw_per_text=raw / text if text and raw else 1.0)
 
 
 def from_funnel(funnel: Any, measured: Mapping) -> dict:
@@ -301,10 +306,14 @@ def from_funnel(funnel: Any, measured: Mapping) -> dict:
     if not isinstance(measured, Mapping) or "stage_cpu_seconds_per_byte" not in measured:
         raise ConfigError("measured must be plan.from_manifest(run_dir) of the funnel's run "
                           "(a mapping with stage_cpu_seconds_per_byte)")
-    return _measured(rows, run=measured.get("run"), costs=dict(measured["stage_cpu_seconds_per_byte"]))
+    ratio = float(measured.get("raw_per_text_byte", 1.0))
+    if measured.get("text_bytes") == rows[0]["bytes_in"]:  # the same documents: the run's own raw bytes
+        rows[0] = {**rows[0], "raw_bytes_in": measured["raw_bytes"]}
+    return _measured(rows, run=measured.get("run"), costs=dict(measured["stage_cpu_seconds_per_byte"]),
+                     raw_per_text=ratio)
 
 
-def _measured(funnel: Sequence[Mapping], *, run: str | None, costs: dict[str, float]) -> dict:
+def _measured(funnel: Sequence[Mapping], *, run: str | None, costs: dict[str, float], raw_per_text: float = 1.0) -> dict:
     """``from_manifest``'s structure from funnel rows (``stage``, ``<unit>_in``, ``<unit>_out``)."""
     units = ["docs", "bytes"] + (["tokens"] if all(f.get("tokens_out") is not None for f in funnel) else [])
     retention = {u: {f["stage"]: _ratio(f[f"{u}_out"], f[f"{u}_in"]) for f in funnel} for u in units}
@@ -314,7 +323,9 @@ def _measured(funnel: Sequence[Mapping], *, run: str | None, costs: dict[str, fl
         "run": run,
         "stages": [f["stage"] for f in funnel],
         "retention": retention,
-        "raw_bytes": funnel[0]["bytes_in"],
+        "raw_bytes": funnel[0].get("raw_bytes_in") or funnel[0]["bytes_in"] * raw_per_text,
+        "text_bytes": funnel[0]["bytes_in"],
+        "raw_per_text_byte": raw_per_text,
         "kept_bytes": kept,
         "kept_tokens": tokens,
         "bytes_per_token": kept / tokens if tokens else None,
@@ -327,23 +338,25 @@ def _measured(funnel: Sequence[Mapping], *, run: str | None, costs: dict[str, fl
 
 def plan(token_target: float, days: float, gpus: int, *, retentions: Retentions, bytes_per_token: float,
          stage_cpu_seconds_per_byte: Mapping[str, float], deadline_days: float,
-         bytes_per_token_on_disk: float = 4) -> dict:
+         bytes_per_token_on_disk: float = 4, raw_per_text_byte: float = 1.0) -> dict:
     """Everything the Planner tab shows for a token target, a training schedule and a curation deadline.
 
-    ``raw_bytes`` needed, ``kept_bytes`` (= ``token_target * bytes_per_token``), the
-    ``retention_product``, ``funnel`` (one row per stage: ``stage``, ``retention``, ``bytes_in``,
-    ``bytes_out``), ``throughput`` (``Throughput`` as a dict) and ``cores`` (``cores_for_deadline``
-    on the raw bytes, deadline in days).
+    ``raw_bytes`` needed (the text bytes the funnel needs, ``text_bytes``, times ``raw_per_text_byte``),
+    ``kept_bytes`` (= ``token_target * bytes_per_token``), the ``retention_product``, ``funnel`` (one row
+    per stage: ``stage``, ``retention``, ``bytes_in``, ``bytes_out``, in text bytes), ``throughput``
+    (``Throughput`` as a dict) and ``cores`` (``cores_for_deadline`` on the raw bytes, deadline in days).
     """
-    raw = raw_bytes_needed(token_target, retentions, bytes_per_token)
+    text = raw_bytes_needed(token_target, retentions, bytes_per_token)
+    raw = text * _positive("raw_per_text_byte", raw_per_text_byte)
     stages = _retentions(retentions)
-    outs = funnel_bytes(raw, retentions)
-    ins = [raw, *outs[:-1]]
+    outs = funnel_bytes(text, retentions)
+    ins = [text, *outs[:-1]]
     return {
         "token_target": float(token_target),
         "bytes_per_token": float(bytes_per_token),
         "kept_bytes": token_target * bytes_per_token,
         "raw_bytes": raw,
+        "text_bytes": text,
         "retention_product": retention_product(retentions),
         "funnel": [{"stage": s, "retention": r, "bytes_in": i, "bytes_out": o}
                    for (s, r), i, o in zip(stages, ins, outs)],

@@ -107,7 +107,7 @@ def test_conservation_rejects_and_scrubbed_text(synthetic, one_worker_run):
     r = query.open_run(one_worker_run)
     cur = r.cursor()
     # the plain JSONL files are fully accounted for, byte for byte
-    plain = cur.execute("SELECT sum(bytes) FROM signals WHERE source LIKE '%.jsonl'").fetchone()[0]
+    plain = cur.execute("SELECT sum(raw_bytes) FROM signals WHERE source LIKE '%.jsonl'").fetchone()[0]
     plain += cur.execute("SELECT sum(raw_bytes) FROM rejects WHERE source LIKE '%.jsonl'").fetchone()[0]
     assert plain == total_bytes
     assert cur.execute("SELECT sum(malformed_utf8) FROM signals").fetchone()[0] == 2

@@ -182,7 +182,10 @@ def test_from_manifest_measures_retention_bytes_per_token_and_costs(run_dir):
     assert inp["stages"] == [f["stage"] for f in funnel]
     assert set(inp["retention"]) == {"docs", "bytes", "tokens"}
     first, last = funnel[0], funnel[-1]
-    assert inp["raw_bytes"] == first["bytes_in"] and inp["kept_bytes"] == last["bytes_out"]
+    assert inp["raw_bytes"] == first["raw_bytes_in"] and inp["kept_bytes"] == last["bytes_out"]
+    # the funnel counts text bytes: the records as read are larger (JSON keys, markup, unreadable records)
+    assert inp["text_bytes"] == first["bytes_in"] < first["raw_bytes_in"]
+    assert inp["raw_per_text_byte"] == pytest.approx(first["raw_bytes_in"] / first["bytes_in"], rel=1e-12)
     # retention product x what went in = what was kept, in every unit
     for unit in ("docs", "bytes", "tokens"):
         kept = retention_product(list(inp["retention"][unit].values())) * first[f"{unit}_in"]
@@ -201,8 +204,10 @@ def test_plan_on_the_runs_own_inputs_gives_back_the_run(run_dir):
     m = read_json(run_dir / "manifest.json")
     inp = from_manifest(run_dir)
     p = plan(inp["kept_tokens"], 54, 2048, retentions=inp["retention"]["bytes"], bytes_per_token=inp["bytes_per_token"],
-             stage_cpu_seconds_per_byte=inp["stage_cpu_seconds_per_byte"], deadline_days=1)
-    assert p["raw_bytes"] == pytest.approx(m["funnel"][0]["bytes_in"], rel=1e-9)
+             stage_cpu_seconds_per_byte=inp["stage_cpu_seconds_per_byte"], deadline_days=1,
+             raw_per_text_byte=inp["raw_per_text_byte"])
+    assert p["text_bytes"] == pytest.approx(m["funnel"][0]["bytes_in"], rel=1e-9)
+    assert p["raw_bytes"] == pytest.approx(m["funnel"][0]["raw_bytes_in"], rel=1e-9)
     assert p["kept_bytes"] == pytest.approx(m["funnel"][-1]["bytes_out"], rel=1e-9)
     for row, f in zip(p["funnel"], m["funnel"], strict=True):
         assert row["stage"] == f["stage"]
@@ -256,8 +261,8 @@ def test_from_funnel_takes_retention_and_bytes_per_token_from_the_funnel():
     assert (base["raw_bytes"], base["kept_bytes"], base["kept_tokens"], base["bytes_per_token"]) == (1000, 360, 90, 4.0)
     assert base["stage_cpu_seconds_per_byte"] == MEASURED["stage_cpu_seconds_per_byte"]  # the run's measured cost
     assert base["run"] == "runs/x"
-    assert set(base) == {"run", "stages", "retention", "raw_bytes", "kept_bytes", "kept_tokens", "bytes_per_token",
-                         "stage_cpu_seconds_per_byte"}  # from_manifest's structure
+    assert set(base) == {"run", "stages", "retention", "raw_bytes", "text_bytes", "raw_per_text_byte", "kept_bytes",
+                         "kept_tokens", "bytes_per_token", "stage_cpu_seconds_per_byte"}  # from_manifest's structure
     # the rows as dicts (a manifest's funnel) give the same
     assert from_funnel(_funnel(STAGES4, [1000, 800, 400, 360], tokens_kept=90).to_dicts(), MEASURED) == base
     # before tokenization: no token retention, no bytes per token

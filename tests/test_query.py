@@ -102,13 +102,19 @@ def test_funnel_conserves_documents_and_bytes(tmp_path):
     rows = _random_rows(500, seed=3)
     cfg = CONFIGS[2]
     run = make_run(tmp_path, rows, rejects=[("a.jsonl", 11), ("b.jsonl", 5)])
-    f = query.funnel(run, cfg)
+    f = query.funnel(run, cfg, raw=True)
     assert f["stage"].to_list()[0] == "ingest" and f["stage"].to_list()[1:] == list(query.STAGE_NAMES)
     first, last = f.row(0, named=True), f.row(-1, named=True)
-    assert first["docs_in"] == 502 and first["docs_dropped"] == 2 and first["bytes_dropped"] == 16
-    assert first["bytes_in"] == sum(r["bytes"] for r in rows if r["bytes"] is not None) + 16
+    # an unreadable record has raw bytes and no text
+    assert first["docs_in"] == 502 and first["docs_dropped"] == 2 and first["bytes_dropped"] == 0
+    assert first["raw_bytes_dropped"] == 16
+    assert first["bytes_in"] == sum(r["bytes"] for r in rows if r["bytes"] is not None)
+    assert first["raw_bytes_in"] == sum(r["raw_bytes"] for r in rows if r["raw_bytes"] is not None) + 16
     assert first["docs_in"] == last["docs_out"] + f["docs_dropped"].sum()
-    assert first["bytes_in"] == last["bytes_out"] + f["bytes_dropped"].sum()
+    for unit in ("bytes", "raw_bytes"):
+        assert first[f"{unit}_in"] == last[f"{unit}_out"] + f[f"{unit}_dropped"].sum()
+        assert f[f"{unit}_out"].to_list()[:-1] == f[f"{unit}_in"].to_list()[1:]
+    assert f.drop("raw_bytes_in", "raw_bytes_dropped", "raw_bytes_out").equals(query.funnel(run, cfg))
     kept = sum(v is None for v in python_funnel(ruleset(cfg), rows).values())
     assert last["docs_out"] == kept
     # stage k's output is stage k+1's input
@@ -257,3 +263,27 @@ def test_the_package_re_exports_every_public_function_of_its_modules():
             if not name.startswith("_") and getattr(obj, "__module__", None) == m.__name__:
                 assert getattr(query, name) is obj, (m.__name__, name)
     assert query.funnel is modules[3].funnel and callable(query.funnel)
+
+
+def test_funnel_bytes_are_the_texts_utf8_bytes_and_raw_bytes_their_own_column(tmp_path):
+    """A record's JSON keys and markup are not text: "Hello world." is 12 bytes of text in a 70-odd byte record."""
+    import json
+
+    from lab import engine
+    from lab.config import build as build_config
+
+    records = [{"id": "a", "url": "https://example.com/a", "text": "Hello world."},
+               {"id": "b", "url": "", "text": "Grüße aus Köln, 2024!"}]
+    lines = [json.dumps(r) + "\n" for r in records]
+    src = tmp_path / "in.jsonl"
+    src.write_text("".join(lines) + "{broken\n")
+    cfg = build_config(Config, {"name": "bytes", "output_dir": str(tmp_path), "inputs": [{"path": str(src)}],
+                                "stages": {s: {"enabled": False} for s in query.STAGE_NAMES},
+                                "tokenizer": {"enabled": False}})
+    engine.run(cfg, progress=False, client="inprocess")
+    f = query.funnel(cfg.run_dir, cfg, raw=True).row(0, named=True)
+    assert f["docs_in"] == 3 and f["docs_dropped"] == 1  # the broken record: unreadable
+    assert f["bytes_in"] == len("Hello world.") + len("Grüße aus Köln, 2024!".encode()) == 12 + 24
+    assert f["bytes_dropped"] == 0  # an unreadable record has no text
+    assert f["raw_bytes_in"] == sum(len(x.encode()) for x in lines) + len("{broken\n")
+    assert f["raw_bytes_dropped"] == len("{broken\n")

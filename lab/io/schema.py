@@ -9,7 +9,8 @@ from lab.stages import STAGES
 BASE_SIGNALS = {
     "doc_id": pa.int64(),
     "source": pa.string(),
-    "bytes": pa.int64(),  # raw bytes of the record as read
+    "bytes": pa.int64(),  # UTF-8 bytes of the document's text (extracted from HTML; before the PII scrub)
+    "raw_bytes": pa.int64(),  # bytes of the record as read (JSON keys, markup, the WARC record)
     "malformed_utf8": pa.int64(),  # undecodable bytes replaced on read
 }
 DOCS_SCHEMA = pa.schema([("doc_id", pa.int64()), ("source", pa.string()), ("locator", pa.int64()),

@@ -42,13 +42,17 @@ from lab.stages import STAGE_NAMES, STAGES
 INCREMENTAL_SHARE = 0.25  # recompute from scratch when more of the documents than this may change
 
 
-def funnel(run: str | Path | Run, config: Config, *, by: str | None = None, refresh: bool = False) -> pl.DataFrame:
-    """Documents and bytes in, dropped and out at each stage, in funnel order.
+def funnel(run: str | Path | Run, config: Config, *, by: str | None = None, refresh: bool = False,
+           raw: bool = False) -> pl.DataFrame:
+    """Documents, bytes and tokens in, dropped and out at each stage, in funnel order.
 
     Each document is counted at the first stage that rejects it; ``ingest`` counts records that
     could not be read (``rejects/``). With ``by`` ("lang" or "source") there is one funnel per value.
-    Conservation: ``docs_in`` of ingest = kept + every ``docs_dropped``; bytes and tokens likewise. Token
-    columns (``tokens_in`` ...) appear once the run has token counts (``tokenized/``).
+    ``bytes`` are the UTF-8 bytes of the documents' text (extracted from HTML; an unreadable record has
+    none); with ``raw``, ``raw_bytes_in``/``_dropped``/``_out`` count the records' bytes as read (JSON keys,
+    markup, WARC headers; unreadable records included). Conservation: ``docs_in`` of ingest = kept +
+    every ``docs_dropped``; bytes, raw bytes and tokens likewise. Token columns (``tokens_in`` ...)
+    appear once the run has token counts (``tokenized/``).
     """
     if by is not None and by not in GROUP_BY:
         raise ConfigError(f"funnel by={by!r} is not allowed: must be one of {', '.join(GROUP_BY)} or None")
@@ -67,10 +71,9 @@ def funnel(run: str | Path | Run, config: Config, *, by: str | None = None, refr
         acc = table.setdefault(grp, {}).setdefault("" if code is None else stage_of[code], [0, 0, 0])
         for i in range(3):
             acc[i] += v[i]
-    for grp, docs, nbytes in rejected:  # unreadable records have no tokens
+    for grp, docs, nbytes in rejected:  # unreadable records have no text and no tokens
         acc = table.setdefault(grp, {}).setdefault(INGEST, [0, 0, 0])
         acc[0] += docs
-        acc[1] += int(nbytes)
 
     rows = []
     for grp in sorted(table, key=lambda g: (g is None, str(g))):
@@ -90,11 +93,43 @@ def funnel(run: str | Path | Run, config: Config, *, by: str | None = None, refr
         schema.update({f"{unit}_in": pl.Int64, f"{unit}_dropped": pl.Int64, f"{unit}_out": pl.Int64})
     schema.update({f"{unit}_retention": pl.Float64 for unit in ("docs", "bytes", "tokens")})
     df = pl.DataFrame(rows, schema=schema)
+    if raw:
+        df = _with_raw_bytes(r, rules, by, df, {grp: int(n) for grp, _, n in rejected})
     if "n_tokens" not in r.columns:  # no token counts yet: no token columns
         df = df.drop("tokens_in", "tokens_dropped", "tokens_out", "tokens_retention")
     elif r.config is not None and r.config.mode == "batch":
         df = _untokenized(r, df)
     return df.rename({"group": by}) if by else df.drop("group")
+
+
+def _with_raw_bytes(r: Run, rules: list[Rule], by: str | None, df: pl.DataFrame, rejected: dict) -> pl.DataFrame:
+    """The funnel with the records' raw bytes in, dropped and out at each stage (one more scan)."""
+    if "raw_bytes" not in r.columns:  # a run made before raw bytes had their own column
+        return df
+    cur = r.cursor()
+    key = _ident(by) if by else "NULL::VARCHAR"
+    sql = _with_near(r, cur, rules, codes_sql(rules, extra=["raw_bytes", *([by] if by else [])], run=r))
+    dropped: dict[tuple, int] = {}
+    stage_of = [x.stage for x in rules]
+    for grp, code, n in cur.execute(f"SELECT {key}, code, coalesce(sum(raw_bytes), 0) FROM ({sql}) GROUP BY ALL").fetchall():
+        k = (grp, "" if code is None else stage_of[code])
+        dropped[k] = dropped.get(k, 0) + int(n)
+    for grp, n in rejected.items():
+        dropped[(grp, INGEST)] = dropped.get((grp, INGEST), 0) + n
+    groups = df["group"].to_list()
+    total = {g: sum(n for (h, _), n in dropped.items() if h == g) for g in set(groups)}
+    ins, drops, outs, seen = [], [], [], {}
+    for g, stage in zip(groups, df["stage"].to_list()):
+        n_in = seen.get(g, total.get(g, 0))
+        d = dropped.get((g, stage), 0)
+        ins.append(n_in)
+        drops.append(d)
+        outs.append(n_in - d)
+        seen[g] = n_in - d
+    at = df.columns.index("bytes_retention") if "bytes_retention" in df.columns else len(df.columns)
+    raw = pl.DataFrame({"raw_bytes_in": ins, "raw_bytes_dropped": drops, "raw_bytes_out": outs},
+                       schema={c: pl.Int64 for c in ("raw_bytes_in", "raw_bytes_dropped", "raw_bytes_out")})
+    return pl.concat([df.select(df.columns[:at]), raw, df.select(df.columns[at:])], how="horizontal")
 
 
 def _untokenized(r: Run, df: pl.DataFrame) -> pl.DataFrame:
