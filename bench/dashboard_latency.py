@@ -339,6 +339,111 @@ def session(url: str, index: int, moves: int, think: tuple[float, float], seed: 
     out.put(res)
 
 
+def protocol_session(url: str, index: int, moves: int, think: tuple[float, float], seed: int, ready, out: mp.Queue,
+                     mode: str = "move", names: tuple[str, ...] = ()) -> None:
+    """One user speaking Bokeh's websocket protocol, no browser: the same moves as ``session`` (a slider
+    release is the ``value`` and ``value_throttled`` changes the page sends), timed from the send to
+    the patch in which the Kept line names the new config and every open histogram has new data.
+
+    The server does for it exactly what it does for a page; nothing is laid out or painted. Seven of
+    these beside one browser measure the browser's latency under 8 sessions' server load on a machine
+    whose 2 cores cannot also run 8 Chromiums."""
+    import asyncio
+    import re
+
+    import panel.models  # noqa: F401 - the page's model types, to read its document
+    import panel.models.layout  # noqa: F401
+    import panel.models.markup  # noqa: F401
+    import panel.models.tabulator  # noqa: F401
+    import panel.models.widgets  # noqa: F401
+
+    from bokeh.client import pull_session
+    from bokeh.document.events import MessageSentEvent, ModelChangedEvent
+    from bokeh.events import DocumentReady
+    from bokeh.models import Slider
+
+    rng = random.Random(seed * 1000 + index)
+    res = {"index": index, "moves": [], "errors": 0, "page_errors": [], "timeouts": 0, "alerts": 0, "last": None,
+           "browser_cpu_s": 0.0, "kind": "protocol"}
+    session_ = pull_session(url=url)
+    doc, conn = session_.document, session_._connection
+    hist = {n: doc.select_one({"name": n}) for n in names}
+    kept_re = re.compile(r"config\s*(?:<code>|&lt;code&gt;)([0-9a-f]+)")
+    touched: set[str] = set()
+
+    def kept_hash() -> str | None:
+        for m in doc.models:
+            t = getattr(m, "text", None)
+            if isinstance(t, str) and "Kept:" in t:
+                hit = kept_re.search(t)
+                return hit.group(1) if hit else None
+        return None
+
+    def slider(name: str):
+        box = next(m for m in doc.models if f"knob-{name.replace('.', '-')}" in (getattr(m, "css_classes", None) or []))
+        return next(iter(box.select({"type": Slider})))
+
+    def pump(done, seconds: float) -> None:
+        """Read and apply the server's messages until ``done()`` or ``seconds`` have passed."""
+        deadline = time.perf_counter() + seconds
+
+        async def run() -> None:
+            while not done():
+                left = deadline - time.perf_counter()
+                if left <= 0:
+                    return
+                try:
+                    msg = await asyncio.wait_for(conn._pop_message(), left)
+                except asyncio.TimeoutError:
+                    return
+                if msg is None:
+                    return
+                if msg.msgtype == "PATCH-DOC":
+                    for e in msg.content.get("events", []):
+                        if (e.get("model") or {}).get("id"):
+                            touched.add(e["model"]["id"])
+                    session_._handle_patch(msg)
+
+        conn._loop.run_sync(run)
+
+    # the page tells the server it has rendered (Panel sends the figures' changes only after that)
+    conn._send_patch_document(session_.id, MessageSentEvent(doc, "bokeh_event", DocumentReady()))
+    pump(lambda: False, 2.0)
+
+    def release(model, value) -> dict:
+        before = kept_hash()
+        touched.clear()
+        ids = {m.id for m in hist.values()}
+        t0 = time.perf_counter()
+        for attr in ("value", "value_throttled"):
+            conn._send_patch_document(session_.id, ModelChangedEvent(doc, model, attr, value))
+        pump(lambda: kept_hash() not in (None, before) and ids <= touched, TIMEOUT_MS / 1000)
+        ms = (time.perf_counter() - t0) * 1000
+        ok = kept_hash() not in (None, before) and ids <= touched
+        return {"ms": ms if ok else None, "server_ms": ms, "browser_ms": 0.0, "send_ms": 0.0, "messages": 0,
+                "alert": None}
+
+    off, sl = slider(OFFSET), slider(SLIDER)
+    release(off, round(off.value + (index + 1) * off.step, 10))
+    value = sl.value
+    ready.wait(timeout=900)
+    if think[1] > 0:
+        time.sleep(rng.uniform(0, think[1]))
+    for _ in range(moves):
+        value = round(value - sl.step, 10)
+        r = release(sl, value)
+        if r["ms"] is None:
+            res["timeouts"] += 1
+        else:
+            res["moves"].append(r)
+        if think[1] > 0:
+            time.sleep(rng.uniform(*think))
+    res["last"] = {"hash": kept_hash(), "dropped": [list(hist[n].data["dropped"]) for n in names]}
+    session_.close()
+    res["errors"] = res["timeouts"]
+    out.put(res)
+
+
 def check_last(root: Path, mode: str, index: int, moves: int, names: tuple[str, ...], last: dict) -> dict:
     """Whether a session's final page shows what ``lab.query`` gives for its final config (or page)."""
     from lab import knobs, query
@@ -401,9 +506,10 @@ def cpu_seconds(pid: int) -> float:
 
 
 def phase(root: Path, sessions: int, moves: int, think: tuple[float, float], seed: int, max_load: float,
-          load_wait: float, mode: str = "move", names: tuple[str, ...] = ()) -> tuple[dict, list[dict]]:
-    """A fresh server, ``sessions`` browsers moving (or paging) at once; the figures of their moves, and
-    what each page showed at the end."""
+          load_wait: float, mode: str = "move", names: tuple[str, ...] = (), protocol: int = 0) -> tuple[dict, list[dict]]:
+    """A fresh server, ``sessions`` users moving (or paging) at once, the last ``protocol`` of them through
+    ``protocol_session`` and the others in browsers; the figures of their moves (the browsers' and the
+    protocol clients' apart when both take part), and what each page showed at the end."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -421,7 +527,8 @@ def phase(root: Path, sessions: int, moves: int, think: tuple[float, float], see
         load_start = wait_for_quiet(max_load, load_wait)
         ctx = mp.get_context("fork")
         ready, q = ctx.Barrier(sessions + 1), ctx.Queue()
-        procs = [ctx.Process(target=session, args=(url, i, moves, think, seed, ready, q, mode, names))
+        procs = [ctx.Process(target=protocol_session if i >= sessions - protocol else session,
+                             args=(url, i, moves, think, seed, ready, q, mode, names))
                  for i in range(sessions)]
         for p in procs:
             p.start()
@@ -436,7 +543,12 @@ def phase(root: Path, sessions: int, moves: int, think: tuple[float, float], see
         server.wait(timeout=60)
         log.close()
     moves_all = [m for r in results for m in r["moves"]]
-    return ({"sessions": sessions, "mode": mode, "think_s": list(think), **stats(moves_all),
+    split = {}
+    if 0 < protocol < sessions:
+        split = {kind: stats([m for r in results if r.get("kind", "browser") == kind for m in r["moves"]])
+                 for kind in ("browser", "protocol")}
+    return ({"sessions": sessions, "protocol_sessions": protocol, "mode": mode, "think_s": list(think),
+             **stats(moves_all), **({"by_kind": split} if split else {}),
              "errors": sum(r["errors"] for r in results), "timeouts": sum(r["timeouts"] for r in results),
              "alerts": sum(r["alerts"] for r in results), "page_errors": [e for r in results for e in r["page_errors"]],
              "server_cpu_s": round(cpu, 1), "browsers_cpu_s": round(sum(r["browser_cpu_s"] for r in results), 1),
@@ -467,7 +579,12 @@ def main() -> None:
     plan = {"one_think": (1, args.moves, think, "move"), "one_nothink": (1, args.moves, (0.0, 0.0), "move"),
             "many_think": (args.sessions, args.moves // 2, think, "move"),
             "many_nothink": (args.sessions, args.moves // 2, (0.0, 0.0), "move"),
-            "pages_one": (1, args.pages, think, "pages"), "pages_many": (args.sessions, args.pages // 2, think, "pages")}
+            "pages_one": (1, args.pages, think, "pages"), "pages_many": (args.sessions, args.pages // 2, think, "pages"),
+            # one browser among N sessions, the others Bokeh protocol clients (no rendering); and all protocol
+            "mixed_think": (args.sessions, args.moves // 2, think, "move"),
+            "protocol_think": (args.sessions, args.moves // 2, think, "move"),
+            "protocol_one": (1, args.moves, think, "move")}
+    protocol_of = {"mixed_think": args.sessions - 1, "protocol_think": args.sessions, "protocol_one": 1}
     res = {"rows": args.rows, "cpus": os.cpu_count(), "slider": SLIDER, "max_load": args.max_load, "phases": {},
            "checked": {}}
     with tempfile.TemporaryDirectory() as tmp:
@@ -480,7 +597,7 @@ def main() -> None:
         for name in args.phases.split(","):
             n, moves, th, mode = plan[name]
             res["phases"][name], lasts[name] = phase(root, n, moves, th, args.seed, args.max_load, args.load_wait,
-                                                     mode, names)
+                                                     mode, names, protocol_of.get(name, 0))
             print(name, json.dumps(res["phases"][name]), flush=True)
         for name, last in lasts.items():  # after every fork: the final pages against lab.query
             n, moves, th, mode = plan[name]

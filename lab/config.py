@@ -11,6 +11,7 @@ this file).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import re
@@ -260,6 +261,13 @@ def _convert(tp: Any, value: Any, path: str) -> Any:
     raise TypeError(f"config type {tp!r} at {path} is not supported")
 
 
+@functools.lru_cache(maxsize=None)
+def _fields_of(cls: type) -> tuple[dict[str, Any], dict[str, dataclasses.Field]]:
+    """A dataclass's resolved field types and its fields (resolving string annotations compiles each one:
+    a dashboard session builds a config on every slider release)."""
+    return typing.get_type_hints(cls), {f.name: f for f in dataclasses.fields(cls)}
+
+
 def build(cls: type, data: Any, path: str = "") -> Any:
     """Build dataclass ``cls`` from a mapping, validating every key; errors name the key path."""
     if isinstance(data, cls):
@@ -268,8 +276,7 @@ def build(cls: type, data: Any, path: str = "") -> Any:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path or 'config'}={data!r} is not allowed: must be a mapping of keys to values")
-    hints = typing.get_type_hints(cls)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
+    hints, fields = _fields_of(cls)
     unknown = sorted(set(data) - set(fields))
     if unknown:
         where = path or "the top level"

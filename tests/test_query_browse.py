@@ -560,6 +560,34 @@ def test_a_page_without_texts_and_the_texts_read_one_by_one(run, cfg):
         query.document_texts(run, "12")
 
 
+def test_texts_read_again_are_remembered_within_a_bound_and_never_across_runs(synthetic_run_dir, cfg, monkeypatch):
+    r = query.open_run(synthetic_run_dir, in_memory=True)
+    page = query.documents(r, cfg, view="kept", limit=8)
+    ids, want = page["doc_id"].to_list(), dict(zip(page["doc_id"].to_list(), page["text"].to_list()))
+    monkeypatch.setattr(browse, "_texts", type(browse._texts)())
+    monkeypatch.setattr(browse, "_texts_size", [0])
+    monkeypatch.setattr(browse, "TEXTS_MEMO_BYTES", sum(len(want[d]) for d in ids[:3]))  # room for 3 texts
+    sqls = []
+    real = r.cursor
+
+    def counting_cursor():
+        cur = real()
+        return type("C", (), {"execute": lambda self, sql: (sqls.append(sql), cur.execute(sql))[1]})()
+
+    monkeypatch.setattr(r, "cursor", counting_cursor)
+    assert query.document_texts(r, ids[:3]) == {d: want[d] for d in ids[:3]} and len(sqls) == 1
+    assert query.document_texts(r, ids[2::-1]) == {d: want[d] for d in ids[2::-1]} and len(sqls) == 1  # remembered
+    assert query.document_texts(r, ids[3:5]) == {d: want[d] for d in ids[3:5]} and len(sqls) == 2
+    assert browse._texts_size[0] <= browse.TEXTS_MEMO_BYTES  # the oldest went
+    # the least recently read went first: ids[2] (read, then ids[1] and ids[0] again)
+    assert (ids[2], ) not in {k[1:] for k in browse._texts}
+    assert query.document_texts(r, ids[2:3]) == {ids[2]: want[ids[2]]} and len(sqls) == 3  # read again
+    other = query.open_run(synthetic_run_dir, in_memory=True, refresh=True)  # a rerun's Run reads its own files
+    assert other is not r
+    monkeypatch.setattr(other, "cursor", counting_cursor)
+    assert query.document_texts(other, ids[3:4]) == {ids[3]: want[ids[3]]} and len(sqls) == 4
+
+
 def test_bin_edges():
     e = distribution.edges_for(0, 100_000, 5, 4000, integer=True, bins=40)  # word counts: log, integer
     assert e[0] == 0 and e[-1] == 100_001 and e == sorted(set(e)) and len(e) <= 41

@@ -176,8 +176,8 @@ class FunnelTab:
         self.error.object, self.error.visible = message, True
 
     def _changed(self, _=None) -> None:
+        self.refresh()  # the queries start first; the controls follow while they run
         self.knobs.sync()
-        self.refresh()
 
     def refresh(self, *, numbers_only: bool = False) -> None:
         """The numbers of the current selection (one message), the open histograms beside them; then what

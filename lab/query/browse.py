@@ -643,8 +643,41 @@ def document_texts(run: str | Path | Run, doc_ids: Sequence[int]) -> dict[int, s
     if not doc_ids:
         return {}
     r = open_run(run)
-    ids = ", ".join(str(int(d)) for d in dict.fromkeys(doc_ids))
-    return dict(r.cursor().execute(f"SELECT doc_id, text FROM docs WHERE doc_id IN ({ids})").fetchall())
+    wanted = [int(d) for d in dict.fromkeys(doc_ids)]
+    out, missing = {}, []
+    with _texts_lock:
+        for d in wanted:
+            hit = _texts.get((id(r), d))
+            if hit is not None and hit[0] is r:
+                _texts.move_to_end((id(r), d))
+                out[d] = hit[1]
+            else:
+                missing.append(d)
+    if missing:
+        ids = ", ".join(map(str, missing))
+        read = dict(r.cursor().execute(f"SELECT doc_id, text FROM docs WHERE doc_id IN ({ids})").fetchall())
+        _remember_texts(r, read)
+        out.update(read)
+    return {d: out[d] for d in wanted if d in out}
+
+
+TEXTS_MEMO_BYTES = 64 << 20  # per process: the texts read most recently (a slider move re-reads its page's first)
+_texts: OrderedDict = OrderedDict()  # (id(run), doc_id) -> (run, text)
+_texts_size = [0]
+_texts_lock = threading.Lock()
+
+
+def _remember_texts(r: Run, texts: dict[int, str]) -> None:
+    """Keep texts read from ``r`` (the most recent ones, up to ``TEXTS_MEMO_BYTES`` of characters)."""
+    with _texts_lock:
+        for d, t in texts.items():
+            if t is None or (id(r), d) in _texts:
+                continue
+            _texts[(id(r), d)] = (r, t)
+            _texts_size[0] += len(t)
+        while _texts_size[0] > TEXTS_MEMO_BYTES and _texts:
+            _, (_, t) = _texts.popitem(last=False)
+            _texts_size[0] -= len(t)
 
 
 def sample_texts(run: str | Path | Run, n: int, *, seed: int = 0, exclude: Sequence[int] = ()) -> dict[int, str]:
