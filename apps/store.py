@@ -158,9 +158,14 @@ class Selection(param.Parameterized):
         return query.funnel(self.run, self.config if config is None else config, by=by)
 
     def contamination(self, config: Config | None = None) -> pl.DataFrame | None:
-        """Per evaluation set, the documents the selection's decontamination threshold drops (None without sets)."""
+        """Per evaluation set, the run's documents with at least the selection's ``min_matches`` matching n-grams
+        and their tokens (``lab.query.contamination``, what ``corpus-lab contamination`` prints; None without sets)."""
         cfg = self.config if config is None else config
         return query.contamination(self.run, cfg) if cfg.stages.decontamination.eval_sets else None
+
+    def urls(self) -> pl.DataFrame:
+        """The run's documents without a URL, with one, and per blocklist category on it (``lab.query.urls``)."""
+        return query.urls(self.run)
 
     def view(self, by: str | None = None, *, config: Config | None = None) -> FunnelView:
         """Everything the funnel table and chart show for the current thresholds (or ``config``)."""

@@ -101,6 +101,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         if len(quarantined) > 10:
             print(f"  ... and {len(quarantined) - 10} more", file=sys.stderr)
     _print_funnel(query.funnel(cfg.run_dir, cfg, raw=True))
+    if cfg.stages.decontamination.eval_sets:
+        _print_contamination(query.contamination(cfg.run_dir, cfg), cfg)
     return 0
 
 
@@ -167,7 +169,7 @@ def _print_contamination(df, cfg) -> None:
     if df.height == 0:
         print("  none")
     for row in df.iter_rows(named=True):
-        tokens = "" if row["tokens"] is None else f", {row['tokens']:,} tokens"
+        tokens = ", tokens not counted" if row["tokens"] is None else f", {row['tokens']:,} tokens"
         print(f"  {row['eval_set']}: {row['documents']:,} documents{tokens}, {row['matched_ngrams']:,} matching "
               f"n-grams, longest overlap {row['longest_words']:,} words")
 

@@ -1,16 +1,22 @@
 """The dashboard in a real browser: Debian's headless Chromium driven by Playwright, at 1440x900.
 
-One server over a copy of a run of the synthetic sample plus a few documents whose text holds markup.
+One server over a run of the synthetic sample plus a few documents whose text holds markup, a few with
+an evaluation set's question planted in them, and a few whose URL is on a blocklist or holds listed
+words; the run has two evaluation sets, a blocklist, URL words and a quality model (trained here on the
+sample's ground truth), so the url, decontamination and quality_model stages have something to show.
 Each test opens its own page (its own session) and asserts what a person sees: a dropped document's
-text and why it was dropped, a histogram's cutoff following its slider, a label round trip and the
-precision table, the Planner following a disabled stage, the Dedup tab following the funnel's
-threshold, a link restoring the state, and the exported value being the shown one. Screenshots go to
-``test-artifacts/``.
+text and why it was dropped, a histogram's cutoff following its slider (gopher_quality, quality_model,
+url), the contamination per evaluation set following its threshold, what the URL lists block, a label
+round trip and the precision table, a quality model trained from the labels, the Planner following a
+disabled stage, the Dedup tab following the funnel's threshold, a link restoring the state, and the
+exported value being the shown one. Screenshots go to ``test-artifacts/``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import random
 import re
 import shutil
 import socket
@@ -20,6 +26,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import polars as pl
 import pytest
 
 from apps import format as fmt
@@ -32,23 +39,59 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disa
 VIEWPORT = {"width": 1440, "height": 900}
 MARKUP = ("<script>window.__pwned = 1</script><img src=x onerror=\"window.__pwned = 2\"> "
           "Short text with markup & ampersands.")
+# evaluation set items (set, text) and the documents they are planted in: qa's first question twice, its
+# second once (10 matching 13-grams: the longer question), mcq's once
+EVALS = {"qa": ["Which of the following statements best describes the function of mitochondria in eukaryotic "
+                "cells during aerobic respiration",
+                "A train leaves the station at noon travelling west at sixty miles per hour while a second train "
+                "leaves two hours later"],
+         "mcq": ["In the novel the narrator returns to the abandoned lighthouse every winter to read the letters "
+                 "his grandmother hid beneath the floorboards"]}
+PLANTED = [("qa", 0), ("qa", 1), ("qa", 0), ("mcq", 0)]
+URLS = ["https://casino.example.net/poker/1", "https://www.casino.example.net/slots/2",  # on the blocklist
+        "https://deals.example.com/free/3", "https://deals.example.com/free-bonus/4"]  # 1 and 2 listed words
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed (bash .ci/setup --test)")
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-    """The synthetic sample plus documents with markup in their text, run once for this module."""
-    from lab import engine, sample
-    from lab.config import Config, EngineConfig, InputConfig
+    """The synthetic sample plus documents with markup in their text, planted evaluation items and listed
+    URLs, with evaluation sets, a blocklist, URL words and a quality model configured; run once for this module."""
+    from lab import engine, quality_train, sample
+    from lab.config import Config, build
 
     root = tmp_path_factory.mktemp("browser")
     syn = sample.build(root=root / "sample", real=False) / "synthetic"
-    extra = root / "markup.jsonl"
-    extra.write_text("".join(json.dumps({"id": f"m{i}", "text": f"{MARKUP} ({i})", "url": f"https://example.org/{i}"})
-                             + "\n" for i in range(3)))
-    cfg = Config(name="browser", output_dir=str(root / "runs"),
-                 inputs=(InputConfig(path=str(syn)), InputConfig(path=str(extra))), engine=EngineConfig(n_workers=1))
+    markup = root / "markup.jsonl"
+    markup.write_text("".join(json.dumps({"id": f"m{i}", "text": f"{MARKUP} ({i})", "url": f"https://example.org/{i}"})
+                              + "\n" for i in range(3)))
+    rng = random.Random(14)
+    docs = []
+    for i, (name, k) in enumerate(PLANTED):  # an eval question inside an otherwise clean document
+        paras = sample.english_doc(rng, 7).split("\n\n")
+        paras.insert(3, EVALS[name][k] + ".")
+        docs.append({"id": f"c{i}", "text": "\n\n".join(paras), "url": f"https://news.example.com/{name}/{i}"})
+    docs += [{"id": f"u{i}", "text": sample.english_doc(rng, 7), "url": url} for i, url in enumerate(URLS)]
+    extra = root / "extra.jsonl"
+    extra.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    for name, items in EVALS.items():
+        (root / f"{name}.jsonl").write_text("".join(json.dumps({"question": q}) + "\n" for q in items))
+    (root / "gambling.txt").write_text("casino.example.net\n")
+    # a quality model from the sample's ground truth: clean documents against spam, boilerplate, code, short
+    truth = [json.loads(line) for line in (root / "sample" / "labels.jsonl").read_text().splitlines()]
+    texts = {d["id"]: d["text"] for d in map(json.loads, (syn / "documents.jsonl").read_text().splitlines())}
+    pos = [texts[t["id"]] for t in truth if t["label"] == "clean"][:60]
+    neg = [texts[t["id"]] for t in truth if t["label"] in ("spam", "boilerplate", "curly_brace", "short")]
+    model = root / "models" / "quality.npz"  # not the run's models/, where the Labels tab trains
+    quality_train.save(quality_train.fit(pos, neg), model, trained_on={}, cfg=quality_train.TrainConfig())
+    cfg = build(Config, {
+        "name": "browser", "output_dir": str(root / "runs"), "engine": {"n_workers": 1},
+        "inputs": [{"path": str(syn)}, {"path": str(markup)}, {"path": str(extra)}],
+        "stages": {"url": {"blocklist": str(root / "gambling.txt"), "words": ["free", "bonus"]},
+                   "decontamination": {"eval_sets": [{"name": n, "path": str(root / f"{n}.jsonl"), "text_field": "question"}
+                                                     for n in EVALS]},
+                   "quality_model": {"model": str(model)}}})
     engine.run(cfg, progress=False, client=engine.INPROCESS)
     return cfg.run_dir
 
@@ -147,6 +190,30 @@ def _model(page, name: str, attr: str):
         return ArrayBuffer.isView(v) ? Array.from(v) : v; }}""")
 
 
+def _open_card(page, stage: str) -> None:
+    page.locator(".card-title", has_text=re.compile(f"^{re.escape(stage)}$")).first.click()
+
+
+def _press(page, knob: str, key: str, times: int) -> None:
+    """Key presses on a knob's slider handle: each one a release (value_throttled)."""
+    handle = page.locator(f".knob-{knob.replace('.', '-')} .noUi-handle").first
+    handle.focus()
+    for _ in range(times):
+        handle.press(key)
+
+
+def _dropped_bars(run_dir, cfg, signal: str) -> list[int]:
+    """The dropped documents per bin of a knob's histogram, as lab.query bins them under ``cfg``."""
+    h = query.histogram(run_dir, cfg, signal)
+    return h.filter(h["bin_lo"].is_not_null())["dropped_docs"].to_list()
+
+
+def _shows_cutoff(page, run_dir, cfg, knob: str, signal: str, value) -> bool:
+    """The knob's histogram is the one lab.query gives under ``cfg`` and its cutoff is drawn at ``value``."""
+    return (_model(page, f"histogram {knob}", "data.dropped") == _dropped_bars(run_dir, cfg, signal)
+            and _model(page, f"cutoff {knob}", "location") == value)
+
+
 def test_read_a_dropped_document_and_markup_stays_text(served, browser):
     run_dir, url = served
     ARTIFACTS.mkdir(exist_ok=True)
@@ -209,6 +276,101 @@ def test_histogram_cutoff_follows_its_slider(served, browser):
     page.close()
 
 
+def test_quality_model_histogram_cutoff_follows_its_knob(served, browser):
+    run_dir, url = served
+    page, errors = _open(browser, url)
+    base = load(run_dir / "config.yaml")
+    knob, signal = "quality_model.min_score", "qm_score"
+    _open_card(page, "quality_model")
+    # the card shows the knob with its unit, and the score's histogram with the run's cutoff (0.5)
+    page.wait_for_selector("text=probability 0..1", timeout=30_000)
+    assert _wait_for(page, lambda: _shows_cutoff(page, run_dir, base, knob, signal, 0.5))
+    assert sum(_model(page, f"histogram {knob}", "data.passed")) > 0  # the scores are drawn
+    # four steps right on the slider
+    k = next(k for k in knobs.knobs(base, query.signal_ranges(run_dir)) if k.name == knob)
+    _press(page, knob, "ArrowRight", 4)
+    value = knobs.snap(k, 0.5 + 4 * k.step)
+    moved = knobs.apply(base, {knob: value})
+    assert _wait_for(page, lambda: _shows_cutoff(page, run_dir, moved, knob, signal, value))
+    # an exact value typed in the box: the median score of the documents that reach quality_model
+    reasons = query.drop_reasons(run_dir, base).join(query.signal_rows(run_dir, ["doc_id", signal]), on="doc_id")
+    later = query.STAGE_NAMES[query.STAGE_NAMES.index("quality_model"):]
+    reach = reasons.filter(pl.col("reason").is_null() | pl.col("reason").str.split(".").list.first().is_in(later))
+    median = round(float(reach[signal].median()), 2)
+    _type_box(page, knob, median)
+    moved = knobs.apply(base, {knob: median})
+    assert _wait_for(page, lambda: _shows_cutoff(page, run_dir, moved, knob, signal, median))
+    assert sum(_dropped_bars(run_dir, moved, signal)) > 0  # the bars the test compares are not all zero
+    assert _wait_for(page, lambda: _funnel_rows(page) == _want_rows(run_dir, moved))
+    page.locator(".knob-quality_model-min_score").first.scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "quality_model_cutoff.png"), full_page=True)
+    assert not errors
+    page.close()
+
+
+def _contamination(run_dir, min_matches: int) -> dict[str, tuple[int, int]]:
+    """eval set -> (documents, tokens) with at least ``min_matches`` matching n-grams, from the signals."""
+    s = query.signal_rows(run_dir, ["decon_set", "decon_matches", "n_tokens"])
+    hit = s.filter(pl.col("decon_matches") >= min_matches)
+    return {name: (g.height, int(g["n_tokens"].sum())) for (name,), g in hit.group_by("decon_set")}
+
+
+def test_contamination_per_evaluation_set_follows_its_threshold(served, browser):
+    run_dir, url = served
+    page, errors = _open(browser, url)
+    base = load(run_dir / "config.yaml")
+    line = page.locator("p", has_text="Contamination (documents with at least")
+
+    def shows(k: int) -> bool:
+        text = line.first.inner_text() if line.count() else ""
+        return f"at least {k} matching" in text and all(
+            f"{name} {fmt.count(docs)} documents, {fmt.count(tokens)} tokens" in text
+            for name, (docs, tokens) in _contamination(run_dir, k).items())
+
+    # the planted items: qa's questions in three documents, mcq's in one; each set's tokens from the signals
+    assert {n: d for n, (d, _) in _contamination(run_dir, 1).items()} == {"qa": 3, "mcq": 1}
+    assert _wait_for(page, lambda: shows(1))
+    assert all(t > 100 for _, t in _contamination(run_dir, 1).values())
+    # six matching 13-grams: only the longer qa question (10) and the mcq one (10) are still hits
+    _open_card(page, "decontamination")
+    _type_box(page, "decontamination.min_matches", 6)
+    moved = knobs.apply(base, {"decontamination.min_matches": 6})
+    assert {n: d for n, (d, _) in _contamination(run_dir, 6).items()} == {"qa": 1, "mcq": 1}
+    assert _wait_for(page, lambda: shows(6))
+    assert _wait_for(page, lambda: _funnel_rows(page) == _want_rows(run_dir, moved))
+    page.screenshot(path=str(ARTIFACTS / "contamination.png"), full_page=True)
+    assert not errors
+    page.close()
+
+
+def test_url_card_shows_what_the_lists_block_and_its_knob(served, browser):
+    run_dir, url = served
+    page, errors = _open(browser, url)
+    base = load(run_dir / "config.yaml")
+    knob, signal = "url.max_word_hits", "url_word_hits"
+    _open_card(page, "url")
+    s = query.signal_rows(run_dir, ["url_present", "url_blocked"])
+    blocked = s.filter(pl.col("url_blocked") != "")["url_blocked"].to_list()
+    assert blocked == ["gambling", "gambling"]  # the two casino.example.net documents (the list file's name)
+    with_url = int(s["url_present"].sum())
+    line = (f"URLs: {fmt.count(with_url)} documents with one, {fmt.count(s.height - with_url)} without (they pass); "
+            "on the blocklist: gambling 2 documents")
+    report = page.get_by_text("on the blocklist:", exact=False)
+    assert _wait_for(page, lambda: report.count() and line in report.first.inner_text())
+    # the word-hits knob: its histogram and cutoff at 0, then one step right (a URL with 1 listed word passes)
+    assert _wait_for(page, lambda: _shows_cutoff(page, run_dir, base, knob, signal, 0))
+    assert sum(_dropped_bars(run_dir, base, signal)) == 4  # 2 with listed words + 2 blocked (the stage's other rules)
+    assert _funnel_rows(page)["url"] == "4"
+    _press(page, knob, "ArrowRight", 1)
+    moved = knobs.apply(base, {knob: 1})
+    assert _wait_for(page, lambda: _shows_cutoff(page, run_dir, moved, knob, signal, 1))
+    assert _wait_for(page, lambda: _funnel_rows(page) == _want_rows(run_dir, moved))
+    assert _funnel_rows(page)["url"] == "3"  # 2 blocked + the URL with 2 listed words
+    page.screenshot(path=str(ARTIFACTS / "url_card.png"), full_page=True)
+    assert not errors
+    page.close()
+
+
 def test_label_round_trip_and_precision_table(served, browser):
     run_dir, url = served
     page, errors = _open(browser, url)
@@ -230,6 +392,37 @@ def test_label_round_trip_and_precision_table(served, browser):
     _wait_for(page, lambda: cell.count() and fmt.share(row["precision"]) in cell.first.inner_text())
     assert fmt.share(row["precision"]) in cell.first.inner_text()
     page.screenshot(path=str(ARTIFACTS / "labels.png"), full_page=True)
+    assert not errors
+    page.close()
+
+
+def test_labels_tab_trains_a_quality_model(served, browser):
+    from lab import labels
+
+    run_dir, url = served
+    base = load(run_dir / "config.yaml")
+    good = query.documents(run_dir, base, view="kept", limit=5)["doc_id"].to_list()
+    bad = query.documents(run_dir, base, view="dropped", stage="c4", limit=5)["doc_id"].to_list()
+    labels.add_many(run_dir, [{"doc_id": d, "label": "good"} for d in good]
+                    + [{"doc_id": d, "label": "bad"} for d in bad], user="trainer")
+    page, errors = _open(browser, url)
+    page.locator(".bk-tab", has_text="Labels").click()
+    page.get_by_role("button", name="Train a quality model from the labels").click()
+    report = page.locator("pre.train-report")
+    assert _wait_for(page, lambda: report.count() and "held-out AUC" in report.first.inner_text(), timeout=120)
+    text = report.first.inner_text()
+    model = run_dir / "models" / "quality.npz"
+    sha = hashlib.sha256(model.read_bytes()).hexdigest()
+    latest = query.labels(run_dir, latest=True)
+    n_good, n_bad = (latest.filter(pl.col("label") == x).height for x in ("good", "bad"))
+    assert n_good == 5 and n_bad >= 5  # the label round trip may have added one bad
+    assert f"quality model {model} (sha256 {sha[:16]}…)" in text  # the model's identity: the file written
+    assert f"positives: {n_good} documents labelled good" in text and f"negatives: {n_bad} documents labelled bad" in text
+    held = json.loads((run_dir / "models" / "quality.report.json").read_text())["held_out"]
+    assert held["train"] == {"positives": n_good - 1, "negatives": n_bad - 1}  # one of each held out
+    assert f"held-out AUC {held['auc']}" in text
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")  # the report wraps
+    page.screenshot(path=str(ARTIFACTS / "train_quality_model.png"), full_page=True)
     assert not errors
     page.close()
 

@@ -201,6 +201,34 @@ def test_funnel_tab_follows_a_slider_release(run_dir):
     assert "disabled" in tab.knobs.cards["gopher_quality"].title and r.box.disabled
 
 
+def test_the_url_decontamination_and_quality_model_cards(run_dir):
+    """Opened, each card draws its knob's histogram (lab.query's) and says what the run gives it: the URL
+    lists' counts, no evaluation set, no model (the synthetic sample's run has none of them)."""
+    from apps.views.funnel import FunnelTab
+    from apps.views.knobs import url_report_html
+    from lab import knobs
+
+    s = Selection(run_dir)
+    tab = FunnelTab(s, Dispatch(None))
+    for stage in ("url", "decontamination", "quality_model"):
+        assert tab.knobs.notes[stage].object == ""  # nothing computed for a closed card
+        tab.knobs.cards[stage].collapsed = False
+    urls = query.urls(run_dir)
+    assert urls["what"].to_list() == ["no URL", "URL, not blocked"]  # the WARC pages have URLs, nothing is listed
+    assert tab.knobs.notes["url"].object == url_report_html(urls, False)
+    assert f"{urls['documents'][1]} documents with one, {urls['documents'][0]} without" in tab.knobs.notes["url"].object
+    assert "No evaluation sets" in tab.knobs.notes["decontamination"].object
+    assert "No model" in tab.knobs.notes["quality_model"].object and tab.contamination.object == ""
+    for knob, signal in (("url.max_word_hits", "url_word_hits"), ("decontamination.min_matches", "decon_matches")):
+        c = tab.knobs.controls[knob]
+        h = query.histogram(run_dir, s.config, signal)
+        h = h.filter(h["bin_lo"].is_not_null())
+        assert c.source.data["passed"] == h["passed_docs"].to_list() and sum(h["passed_docs"]) > 0
+        assert c.span.location == knobs.values(s.config)[knob] == (0 if knob.startswith("url") else 1)
+    c = tab.knobs.controls["quality_model.min_score"]  # no scores: no bars, the cutoff still drawn
+    assert c.source.data["left"] == [] and c.span.location == 0.5 and c.slider is None and c.box.value == 0.5
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

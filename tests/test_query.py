@@ -171,6 +171,32 @@ def test_dropped_samples_and_histogram(tmp_path):
         query.dropped_samples(run, cfg, "nope")
 
 
+def test_signal_summary_whole_and_by_source(tmp_path):
+    rows = _random_rows(300, seed=10)
+    run = make_run(tmp_path, rows)
+    by = query.signal_summary(run, "qm_score", by="source")
+    assert by["documents"].to_list() == sorted(by["documents"].to_list(), reverse=True)  # largest group first
+    for r in by.iter_rows(named=True):
+        values = np.array(sorted(x["qm_score"] for x in rows if x["source"] == r["source"] and x["qm_score"] is not None))
+        assert r["documents"] == sum(x["source"] == r["source"] for x in rows)
+        assert r["missing"] == r["documents"] - values.size
+        assert (r["min"], r["max"]) == (values.min(), values.max())
+        assert r["mean"] == pytest.approx(values.mean())
+        for q in (10, 50, 90):  # interpolated, as numpy's default
+            assert r[f"p{q}"] == pytest.approx(np.percentile(values, q))
+    whole = query.signal_summary(run, "qm_score").row(0, named=True)
+    assert whole["documents"] == len(rows) and whole["missing"] == sum(by["missing"])
+    # by hand: 1, 2, 3, 4 (and one missing) -> p10 1.3, median 2.5, p90 3.7
+    hand = [{**rows[0], "doc_id": i, "qm_score": v} for i, v in enumerate([1.0, 2.0, 3.0, 4.0, None])]
+    s = query.signal_summary(make_run(tmp_path / "hand", hand), "qm_score").row(0, named=True)
+    assert (s["documents"], s["missing"], s["min"], s["max"], s["mean"]) == (5, 1, 1.0, 4.0, 2.5)
+    assert (s["p10"], s["p50"], s["p90"]) == pytest.approx((1.3, 2.5, 3.7))
+    with pytest.raises(ConfigError, match="not numeric"):
+        query.signal_summary(run, "url_domain")
+    with pytest.raises(ConfigError, match="by='url'"):
+        query.signal_summary(run, "qm_score", by="url")
+
+
 def test_percentile_rule_uses_merged_quantile(tmp_path):
     rows = _random_rows(300, seed=11)
     run = make_run(tmp_path, rows)

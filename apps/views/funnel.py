@@ -75,13 +75,15 @@ def table_html(df: pd.DataFrame) -> str:
 
 
 def contamination_html(df: pl.DataFrame | None, min_matches: int) -> str:
-    """What the decontamination threshold drops, per evaluation set, as a short list ('' without sets).
+    """Per evaluation set, the run's documents the decontamination threshold counts as contaminated and
+    their tokens (``lab.query.contamination``), as a short list ('' without sets).
 
-    >>> df = pl.DataFrame({"eval_set": ["mmlu"], "documents": [3], "tokens": [1200], "matched_ngrams": [40],
-    ...                    "longest_words": [52]})
+    >>> df = pl.DataFrame({"eval_set": ["mmlu", "gsm8k"], "documents": [3, 1], "tokens": [1200, None],
+    ...                    "matched_ngrams": [40, 2], "longest_words": [52, 14]})
     >>> contamination_html(df, 1)  # doctest: +NORMALIZE_WHITESPACE
     "<p style='margin:2px 0'><b>Contamination</b> (documents with at least 1 matching n-gram, by evaluation
-    set): <b>mmlu</b> 3 documents, 1,200 tokens, longest overlap 52 words</p>"
+    set): <b>mmlu</b> 3 documents, 1,200 tokens, longest overlap 52 words; <b>gsm8k</b> 1 documents, tokens
+    not counted, longest overlap 14 words</p>"
     """
     if df is None:
         return ""
@@ -90,7 +92,7 @@ def contamination_html(df: pl.DataFrame | None, min_matches: int) -> str:
     else:
         items = "; ".join(
             f"<b>{html.escape(str(r['eval_set']))}</b> {fmt.count(r['documents'])} documents"
-            + ("" if r["tokens"] is None else f", {fmt.count(r['tokens'])} tokens")
+            + (", tokens not counted" if r["tokens"] is None else f", {fmt.count(r['tokens'])} tokens")
             + f", longest overlap {r['longest_words']} words" for r in df.iter_rows(named=True))
     plural = "" if min_matches == 1 else "s"
     return (f"<p style='margin:2px 0'><b>Contamination</b> (documents with at least {min_matches} matching "

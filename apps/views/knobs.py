@@ -6,7 +6,10 @@ slider's value is snapped to its step, the box's is taken as typed). Beside it, 
 signal over the documents that reach its stage, passed and dropped stacked, the cutoff drawn and
 following the control as it moves (in the browser, before the release), and the cost of the last
 change of that knob. Only the histograms of open cards are computed: one query each per change.
-A disabled stage's card is greyed out; each card resets its stage.
+A disabled stage's card is greyed out; each card resets its stage. The url card also says what the
+run's lists block, per category (``lab.query.urls``: rules of the lists, not knobs); the
+decontamination and quality_model cards say so when the run has no evaluation set or no model (their
+knob then has nothing to cut).
 """
 
 from __future__ import annotations
@@ -14,17 +17,20 @@ from __future__ import annotations
 from concurrent.futures import Future
 from typing import Any, Callable
 
+import html
+
 import panel as pn
 import polars as pl
 
 from apps import format as fmt
-from apps.dispatch import Dispatch
+from apps.dispatch import DETAILS, Dispatch
 from apps.store import Selection
 from lab import knobs as lab_knobs
 from lab.errors import LabError
 from lab.stages import STAGE_NAMES
 
 OPEN_STAGES = ("gopher_quality",)  # cards open when the page loads
+NOTE_STAGES = ("url", "decontamination", "quality_model")  # cards with a line about the run (``stage_note``)
 _HIST_W, _HIST_H = 330, 120
 _COLORS = {"passed": "#4c78a8", "dropped": "#e45756"}
 LEGEND = ("<span style='font-size:12px'>histograms: <span style='color:{passed}'>■</span> passed "
@@ -185,6 +191,10 @@ class KnobPanel:
         self.log_y = pn.widgets.Checkbox(label="log scale (histograms)", value=False)
         self.legend = pn.pane.HTML(LEGEND, margin=(0, 5))
         self.controls: dict[str, KnobControl] = {}
+        # a line about the run under some cards (what the URL lists block; no evaluation set, no model),
+        # filled when the card is first opened
+        self.notes = {stage: pn.pane.HTML("", margin=(0, 5), name=f"{stage} note", css_classes=[f"{stage}-note"],
+                                          styles={"font-size": "12px"}) for stage in NOTE_STAGES}
         self.cards: dict[str, pn.Card] = {}
         self.parts: dict[str, list] = {}  # per stage: its card's contents (reset, knobs)
         self.filled: set[str] = set()  # stages whose card holds its knobs (opened once)
@@ -199,6 +209,8 @@ class KnobPanel:
             reset = pn.widgets.Button(label=f"reset {stage}", color="light", width=150, margin=(0, 5))
             reset.on_click(lambda _, s=stage: self._reset(s))
             self.parts[stage] = [reset, *(c.view for c in by_stage[stage])]
+            if stage in self.notes:
+                self.parts[stage].insert(1, self.notes[stage])
             is_open = stage in OPEN_STAGES
             # a closed card holds its knobs only once opened: ~35 knobs' widgets fewer on each new page (their
             # models cost the server a second, and every style recalculation of the browser's page scales with them)
@@ -208,6 +220,7 @@ class KnobPanel:
             self.cards[stage] = card
             if is_open:
                 self.filled.add(stage)
+                self._reports(stage)
         self.log_y.param.watch(lambda e: self._log_scale(e.new), "value")
         self.view = pn.Column(pn.Row(self.log_y, self.legend, margin=0), *self.cards.values(), width=400, scroll=True, height=820,
                               name="knobs", css_classes=["knobs"])
@@ -224,7 +237,26 @@ class KnobPanel:
         if stage not in self.filled:
             self.filled.add(stage)
             self.cards[stage].objects = self.parts[stage]
+            self._reports(stage)
         self.refresh_histograms([stage])  # drawn now if never opened before
+
+    def _reports(self, stage: str) -> None:
+        """A card's line about its run (not its thresholds), once: what the URL lists block (a query, off
+        the loop); that the run has no evaluation set or no model (its config)."""
+        if stage not in self.notes:
+            return
+        if stage != "url":
+            self.notes[stage].object = stage_note(stage, self.sel.base)
+            return
+        has_list = bool(self.sel.base.stages.url.blocklist)
+
+        def show(fut: Future) -> None:
+            try:
+                self.notes["url"].object = url_report_html(fut.result(), has_list)
+            except LabError as e:
+                self.report(str(e))
+
+        self.dispatch.submit("urls", self.sel.urls, show, pool=DETAILS)
 
     def _reset(self, stage: str) -> None:
         self.sel.reset(stage)
@@ -300,6 +332,48 @@ class KnobPanel:
         """Under the knobs the last change moved: what it newly drops and keeps, in every unit."""
         for name, c in self.controls.items():
             c.note.object = _change_line(change) if change is not None and name in names else ""
+
+
+def stage_note(stage: str, cfg) -> str:
+    """Under the decontamination or quality_model card, when the run's config leaves its knob nothing to cut.
+
+    >>> from lab.config import Config
+    >>> "No model (stages.quality_model.model)" in stage_note("quality_model", Config())
+    True
+    >>> "No evaluation sets" in stage_note("decontamination", Config()), stage_note("url", Config())
+    (True, '')
+    """
+    if stage == "quality_model" and not cfg.stages.quality_model.model:
+        text = ("No model (stages.quality_model.model): no document has a score and none is dropped. Train one on "
+                "the Labels tab (or <code>corpus-lab train-quality</code>), set it and run again.")
+    elif stage == "decontamination" and not cfg.stages.decontamination.eval_sets:
+        text = ("No evaluation sets (stages.decontamination.eval_sets): no document matches. List them and run again; "
+                "the documents and tokens each set hits show under the funnel table.")
+    else:
+        return ""
+    return f"<p style='margin:2px 0;color:#555'>{text}</p>"
+
+
+def url_report_html(df: pl.DataFrame, has_list: bool) -> str:
+    """The url card's line: the run's documents with and without a URL, and per blocklist category the
+    documents on it (``lab.query.urls``).
+
+    >>> df = pl.DataFrame({"what": ["no URL", "URL, not blocked", "blocked: ut1/gambling"], "documents": [5, 20, 2]})
+    >>> url_report_html(df, True)  # doctest: +NORMALIZE_WHITESPACE
+    "<p style='margin:2px 0'>URLs: 22 documents with one, 5 without (they pass); on the blocklist:
+    <b>ut1/gambling</b> 2 documents</p>"
+    >>> url_report_html(df.head(2), False)[-60:]
+    'without (they pass); no blocklist (stages.url.blocklist)</p>'
+    """
+    n = dict(df.iter_rows())
+    blocked = [(w.removeprefix("blocked: "), d) for w, d in df.iter_rows() if w.startswith("blocked: ")]
+    with_url = n.get("URL, not blocked", 0) + sum(d for _, d in blocked)
+    if blocked:
+        lists = "on the blocklist: " + "; ".join(f"<b>{html.escape(c)}</b> {fmt.count(d)} documents" for c, d in blocked)
+    else:
+        lists = "on the blocklist: none" if has_list else "no blocklist (stages.url.blocklist)"
+    return (f"<p style='margin:2px 0'>URLs: {fmt.count(with_url)} documents with one, {fmt.count(n.get('no URL', 0))} "
+            f"without (they pass); {lists}</p>")
 
 
 def _unopened(n: int) -> pn.pane.HTML:

@@ -101,7 +101,7 @@ class LabelsTab:
             except LabError as e:
                 self.trained.object = f"<p class='train-error'>{html.escape(str(e))}</p>"
                 return
-            self.trained.object = f"<pre class='train-report'>{html.escape(report_text(report))}</pre>"
+            self.trained.object = f"<pre class='train-report' style='white-space:pre-wrap'>{html.escape(report_text(report))}</pre>"
 
         self.dispatch.submit("train", self.sel.train_quality, show, pool=DETAILS)
 

@@ -23,7 +23,8 @@ The modules, each importing only those above it (``run`` reaches the funnel's me
 - ``compile``: rules -> SQL (``predicate``, ``failure``, ``codes_sql``), pure;
 - ``neardup``: near dedup over the survivors' candidate edges; the cluster browser;
 - ``codes``: in memory, each document's first failing rule as an array;
-- ``funnels``: the funnel and its incremental memo, drop reasons, samples of drops, signal tables;
+- ``funnels``: the funnel and its incremental memo, drop reasons, samples of drops, signal tables and
+  summaries;
 - ``tokens``: the tokenizer's stratified sample, token counts, fertility, packing;
 - ``reports``: what the url and decontamination stages found (per category, per evaluation set);
 - ``browse``, ``distribution``, ``labelling``: the judging loop's read side (documents, histograms and
@@ -112,6 +113,7 @@ from lab.query.funnels import (  # noqa: F401
     signal_histogram,
     signal_ranges,
     signal_rows,
+    signal_summary,
 )
 from lab.query.tokens import (  # noqa: F401
     _fertility,

@@ -354,6 +354,26 @@ def signal_histogram(run: str | Path | Run, signal: str, bins: int = 50, *,
                          "docs": [counts.get(i, 0) for i in range(bins)]})
 
 
+def signal_summary(run: str | Path | Run, signal: str, *, by: str | None = None) -> pl.DataFrame:
+    """A numeric signal's distribution over the run's documents, whole or per ``lang`` / ``source``:
+    documents, those without a value (``missing``), min, 10th/50th/90th percentile (interpolated), max and
+    mean; largest group first. The quality model's score by source: ``signal_summary(run, "qm_score", by="source")``."""
+    r = open_run(run)
+    _check_columns(r, [signal])
+    if signal not in numeric_signals():
+        raise ConfigError(f"signal {signal!r} is not numeric; summaries take one of {', '.join(numeric_signals())}")
+    if by is not None and by not in GROUP_BY:
+        raise ConfigError(f"signal_summary by={by!r} is not allowed: must be one of {', '.join(GROUP_BY)} or None")
+    col = _ident(signal)
+    group = f"{_ident(by)}, " if by else ""
+    return r.cursor().sql(
+        f"SELECT {group}count(*) AS documents, (count(*) - count({col}))::BIGINT AS missing, "
+        f"min({col})::DOUBLE AS min, quantile_cont({col}, 0.1)::DOUBLE AS p10, "
+        f"quantile_cont({col}, 0.5)::DOUBLE AS p50, quantile_cont({col}, 0.9)::DOUBLE AS p90, "
+        f"max({col})::DOUBLE AS max, avg({col})::DOUBLE AS mean FROM signals "
+        + (f"GROUP BY {_ident(by)} ORDER BY documents DESC, {_ident(by)}" if by else "")).pl()
+
+
 def signal_rows(run: str | Path | Run, columns: Sequence[str] | None = None) -> pl.DataFrame:
     """The signals table (all or some columns), ordered by doc_id."""
     r = open_run(run)

@@ -17,12 +17,15 @@ def _config(r: Run, config: Config | None) -> Config:
 
 def contamination(run: str | Path | Run, config: Config | None = None) -> pl.DataFrame:
     """Per evaluation set (``decon_set``: the set most of a document's matches come from): the documents
-    that reach ``min_matches`` under ``config`` (default: the run's), their tokens (null before
-    tokenization), matched n-grams and the longest overlap in words, most documents first."""
+    of the run that reach ``min_matches`` under ``config`` (default: the run's), whichever stage drops them,
+    their tokens, matched n-grams and the longest overlap in words, most documents first. ``tokens`` is
+    null unless every one of the set's documents has a token count (none before tokenization; a batch
+    run counts only the documents it keeps), never a partial sum."""
     r = open_run(run)
     _check_columns(r, ["decon_matches", "decon_set", "decon_longest"])
     k = _config(r, config).stages.decontamination.min_matches
-    tokens = "sum(n_tokens)::BIGINT" if "n_tokens" in r.columns else "NULL::BIGINT"
+    tokens = ("CASE WHEN count(n_tokens) = count(*) THEN sum(n_tokens) END::BIGINT" if "n_tokens" in r.columns
+              else "NULL::BIGINT")
     return r.cursor().sql(
         f"SELECT decon_set AS eval_set, count(*) AS documents, {tokens} AS tokens, "
         f"sum(decon_matches)::BIGINT AS matched_ngrams, max(decon_longest) AS longest_words "

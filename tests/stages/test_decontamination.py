@@ -113,15 +113,29 @@ def test_a_run_drops_contaminated_documents_in_explore_and_batch(sets, tmp_path)
         cfg = config.build(config.Config, {
             "name": mode, "output_dir": str(tmp_path / "runs"), "mode": mode, "inputs": [{"path": str(src)}],
             "stages": {**off, "decontamination": {"eval_sets": eval_sets}},
-            "tokenizer": {"enabled": False}, "engine": {"n_workers": 1}})
+            "tokenizer": {"vocab_size": 300}, "pack": {"seq_len": 64}, "engine": {"n_workers": 1}})
         engine.run(cfg, progress=False, client="inprocess")
         assert sorted(r for r in query.drop_reasons(cfg.run_dir, cfg)["reason"].to_list() if r) == \
             ["decontamination.contaminated"]
         assert len(list((cfg.run_dir / "decontam").glob("index-*.json"))) == 1
         report = query.contamination(cfg.run_dir)
         assert report.select("eval_set", "documents", "matched_ngrams", "longest_words").rows() == [("qa", 1, 18, 30)]
+        # its tokens: the contaminated document's count in explore mode; a batch run counts only what it keeps
+        counts = query.signal_rows(cfg.run_dir, ["decon_matches", "n_tokens"])
+        hit = counts.filter(counts["decon_matches"] >= 1)["n_tokens"].to_list()
+        assert report["tokens"].to_list() == (hit if mode == "explore" else [None])
+        if mode == "explore":
+            tokens = hit[0]
+            assert tokens > 30 and report.columns == ["eval_set", "documents", "tokens", "matched_ngrams", "longest_words"]
+            explore = cfg.run_dir
+    # the CLI prints the same report (lab.query.contamination): documents and tokens per set, after the funnel
+    # of `corpus-lab run` (here a rerun that reuses every partition) and of `corpus-lab funnel`
+    rerun = ["run", "--config", str(explore / "config.yaml"), "--in-process", "--no-progress"]
+    for command in (["contamination", str(explore)], rerun, ["funnel", str(explore)]):
+        out = subprocess.run([sys.executable, "-m", "lab.cli", *command], capture_output=True, text=True)
+        assert out.returncode == 0 and f"qa: 1 documents, {tokens:,} tokens, 18 matching n-grams, longest overlap " \
+            "30 words" in out.stdout, out.stdout + out.stderr
+    assert "decontamination" in out.stdout  # the funnel's row, above the report
     out = subprocess.run([sys.executable, "-m", "lab.cli", "contamination", str(cfg.run_dir)], capture_output=True,
                          text=True)
-    assert out.returncode == 0 and "qa: 1 documents" in out.stdout and "longest overlap 30 words" in out.stdout
-    out = subprocess.run([sys.executable, "-m", "lab.cli", "funnel", str(cfg.run_dir)], capture_output=True, text=True)
-    assert out.returncode == 0 and "decontamination" in out.stdout and "qa: 1 documents" in out.stdout
+    assert out.returncode == 0 and "qa: 1 documents, tokens not counted, 18 matching" in out.stdout  # the batch run
