@@ -15,6 +15,7 @@ from pathlib import Path
 
 import panel as pn
 
+from apps import panes
 from apps.dispatch import Dispatch, WhenShown
 from apps.store import Selection
 from apps.views.dedup import DedupTab
@@ -58,7 +59,7 @@ class Dashboard:
         # the tabs behind the Funnel compute when opened, not on every slider release
         self.followers = [self.labels, self.dedup, self.tokens, self.planner, self.export]
         self.tabs.param.watch(self._opened, "active")
-        self.view = pn.Column(pn.pane.HTML(f"<h2 style='margin:4px 0'>corpus-lab · <code>{self.sel.run_dir}</code></h2>"),
+        self.view = pn.Column(panes.HTML(f"<h2 style='margin:4px 0'>corpus-lab · <code>{self.sel.run_dir}</code></h2>"),
                               self.tabs, sizing_mode="stretch_width", stylesheets=[CSS])
 
     def _when_shown(self, name: str) -> WhenShown:

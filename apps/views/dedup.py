@@ -16,6 +16,7 @@ import pandas as pd
 import panel as pn
 
 from apps import format as fmt
+from apps import panes
 from apps.dispatch import DETAILS, Dispatch, WhenShown
 from apps.store import GRID, Clusters, Selection
 from lab import query
@@ -70,10 +71,10 @@ class DedupTab:
                                                  width=200, margin=(25, 5))
         self.prev = pn.widgets.Button(label="◀ prev", width=70, margin=(25, 5))
         self.next = pn.widgets.Button(label="next ▶", width=70, margin=(25, 5))
-        self.count = pn.pane.HTML("", name="cluster count", margin=(25, 5))
+        self.count = panes.HTML("", name="cluster count", margin=(25, 5))
         self.survivors = pn.widgets.Checkbox(label="only clusters near_dedup decides (2+ members alive before it)",
                                              value=False)
-        self.note = pn.pane.HTML("", sizing_mode="stretch_width")
+        self.note = panes.HTML("", sizing_mode="stretch_width")
         self.table = pn.widgets.Tabulator(cluster_frame(_no_clusters()), disabled=True, show_index=False, selectable=1,
                                           height=300, sizing_mode="stretch_width", layout="fit_columns",
                                           widths={"cluster_id": 190, "kept": 190, "size": 60, "alive": 60},
@@ -83,7 +84,7 @@ class DedupTab:
                                             layout="fit_columns", name="members")
         self.left = pn.widgets.Select(label="left", options=[], width=220)
         self.right = pn.widgets.Select(label="right", options=[], width=220)
-        self.diff = pn.pane.HTML("", sizing_mode="stretch_width", name="compare")
+        self.diff = panes.HTML("", sizing_mode="stretch_width", name="compare")
         self.curve = pn.pane.Matplotlib(_s_curve_figure(self.model), dpi=72, height=230, tight=True)
         self._members = None
         self._curve_at = self.model.at
@@ -98,7 +99,7 @@ class DedupTab:
             w.param.watch(self._pair, "value")
         sel.param.watch(lambda e: self.shown.run(self._selection_changed), ["moved"])
         self.view = pn.Column(pn.Row(self.threshold, self.sort, self.order, self.prev, self.next, self.count),
-                              pn.Row(self.survivors, self.note), self.table, pn.pane.HTML("<h3 style='margin:4px 0'>Members</h3>"),
+                              pn.Row(self.survivors, self.note), self.table, panes.HTML("<h3 style='margin:4px 0'>Members</h3>"),
                               self.members, pn.Row(self.left, self.right), self.diff, self.curve,
                               name="Dedup clusters", sizing_mode="stretch_width")
         self.shown.run(self.refresh)

@@ -9,6 +9,7 @@ import io
 import panel as pn
 
 from apps import format as fmt
+from apps import panes
 from apps.dispatch import WhenShown
 from apps.store import Selection
 
@@ -27,7 +28,7 @@ class ExportTab:
     def __init__(self, sel: Selection, shown: WhenShown | None = None) -> None:
         self.sel = sel
         self.shown = shown or WhenShown()  # hidden: follows the selection when opened
-        self.changes = pn.pane.HTML(name="changes", sizing_mode="stretch_width")
+        self.changes = panes.HTML(name="changes", sizing_mode="stretch_width")
         self.text = pn.pane.Markdown(name="config", sizing_mode="stretch_width")
         self.download = pn.widgets.FileDownload(callback=lambda: io.StringIO(self.sel.export_yaml()),
                                                 filename="corpus-lab-config.yaml", label="Download config",

@@ -15,6 +15,7 @@ import panel as pn
 import polars as pl
 
 from apps import format as fmt
+from apps import panes
 from apps.dispatch import DETAILS, Dispatch
 from apps.store import UNITS, FunnelView, Selection
 from apps.views.knobs import KnobPanel
@@ -141,20 +142,20 @@ class FunnelTab:
         self.error = pn.pane.Alert(visible=False, alert_type="danger", sizing_mode="stretch_width")
         self.knobs = KnobPanel(sel, dispatch, self.report)
         first = sel.view()
-        self.retention = pn.pane.HTML(kept_line(first), name="retention", sizing_mode="stretch_width")
-        self.change = pn.pane.HTML("", name="change", sizing_mode="stretch_width")
-        self.diff = pn.pane.HTML(diff_line(sel.diff()), name="diff", sizing_mode="stretch_width")
+        self.retention = panes.HTML(kept_line(first), name="retention", sizing_mode="stretch_width")
+        self.change = panes.HTML("", name="change", sizing_mode="stretch_width")
+        self.diff = panes.HTML(diff_line(sel.diff()), name="diff", sizing_mode="stretch_width")
         self.reset = pn.widgets.Button(label="Reset all", color="warning", width=100)
         self.reset.on_click(lambda _: self.sel.reset())
         self.unit = pn.widgets.RadioButtonGroup(label="unit", options=list(UNITS), value=sel.unit, width=220)
         self.by = pn.widgets.Select(label="split by", options=["(none)", "lang", "source"], value=sel.by, width=140)
-        self.table_title = pn.pane.HTML("<p style='margin:2px 0;color:#555'>Per stage: the documents it drops; "
+        self.table_title = panes.HTML("<p style='margin:2px 0;color:#555'>Per stage: the documents it drops; "
                                         "then, still in after it, documents, bytes and tokens, and the share of its "
                                         "input it keeps.</p>", sizing_mode="stretch_width")
         self.frame = table_frame(first.funnel, None)  # what the table shows
-        self.table = pn.pane.HTML(table_html(self.frame), height=330, sizing_mode="stretch_width", name="funnel",
+        self.table = panes.HTML(table_html(self.frame), height=330, sizing_mode="stretch_width", name="funnel",
                                   css_classes=["funnel-table"], stylesheets=[_TABLE_CSS], styles={"overflow-y": "auto"})
-        self.contamination = pn.pane.HTML(
+        self.contamination = panes.HTML(
             contamination_html(sel.contamination(), sel.config.stages.decontamination.min_matches),
             name="contamination", sizing_mode="stretch_width")
         fig, self.source = funnel_chart(first.curve)
@@ -165,7 +166,7 @@ class FunnelTab:
         sel.param.watch(self._changed, ["moved"])
         sel.param.watch(lambda e: self.refresh(numbers_only=True), ["by"])
         sel.param.watch(lambda e: self.knobs.refresh_histograms(), ["unit"])
-        main = pn.Column(pn.Row(self.reset, pn.pane.HTML("<b>unit</b>", margin=(12, 5)), self.unit, self.by,
+        main = pn.Column(pn.Row(self.reset, panes.HTML("<b>unit</b>", margin=(12, 5)), self.unit, self.by,
                                 sizing_mode="stretch_width"),
                          self.retention, self.change, self.diff, self.error, self.chart, self.table_title, self.table,
                          self.contamination,

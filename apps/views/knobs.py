@@ -14,15 +14,15 @@ knob then has nothing to cut).
 
 from __future__ import annotations
 
+import html
 from concurrent.futures import Future
 from typing import Any, Callable
-
-import html
 
 import panel as pn
 import polars as pl
 
 from apps import format as fmt
+from apps import panes
 from apps.dispatch import DETAILS, Dispatch
 from apps.store import Selection
 from lab import knobs as lab_knobs
@@ -84,10 +84,10 @@ class KnobControl:
         self.slider = self.box = self.widget = None
         self.hist = self.source = self.span = None
         self.hist_place = None  # numeric knobs with a signal: where their histogram goes
-        self.note = pn.pane.HTML("", margin=(0, 5), styles={"font-size": "12px", "color": "#555"})
+        self.note = panes.HTML("", margin=(0, 5), styles={"font-size": "12px", "color": "#555"})
         title = (f"<b>{k.key}</b> <span style='color:#666'>· {k.unit} · default {fmt.value(k.default)}"
                  f" ({k.source})</span>")
-        self.label = pn.Row(pn.pane.HTML(title, margin=(0, 5), styles={"font-size": "13px"}),
+        self.label = pn.Row(panes.HTML(title, margin=(0, 5), styles={"font-size": "13px"}),
                             pn.widgets.TooltipIcon(value=f"{k.help} Default {fmt.value(k.default)} {k.unit}: "
                                                          f"{k.source}.", margin=(0, 0)),
                             margin=0)
@@ -189,11 +189,11 @@ class KnobPanel:
     def __init__(self, sel: Selection, dispatch: Dispatch, report: Callable[[str], None]) -> None:
         self.sel, self.dispatch, self.report = sel, dispatch, report
         self.log_y = pn.widgets.Checkbox(label="log scale (histograms)", value=False)
-        self.legend = pn.pane.HTML(LEGEND, margin=(0, 5))
+        self.legend = panes.HTML(LEGEND, margin=(0, 5))
         self.controls: dict[str, KnobControl] = {}
         # a line about the run under some cards (what the URL lists block; no evaluation set, no model),
         # filled when the card is first opened
-        self.notes = {stage: pn.pane.HTML("", margin=(0, 5), name=f"{stage} note", css_classes=[f"{stage}-note"],
+        self.notes = {stage: panes.HTML("", margin=(0, 5), name=f"{stage} note", css_classes=[f"{stage}-note"],
                                           styles={"font-size": "12px"}) for stage in NOTE_STAGES}
         self.cards: dict[str, pn.Card] = {}
         self.parts: dict[str, list] = {}  # per stage: its card's contents (reset, knobs)
@@ -377,7 +377,7 @@ def url_report_html(df: pl.DataFrame, has_list: bool) -> str:
 
 
 def _unopened(n: int) -> pn.pane.HTML:
-    return pn.pane.HTML(f"<span style='color:#777'>{n} knob{'s' if n != 1 else ''}</span>", margin=(0, 5))
+    return panes.HTML(f"<span style='color:#777'>{n} knob{'s' if n != 1 else ''}</span>", margin=(0, 5))
 
 
 def _same(a: Any, b: Any) -> bool:

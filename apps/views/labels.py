@@ -19,6 +19,7 @@ import pandas as pd
 import panel as pn
 
 from apps import format as fmt
+from apps import panes
 from apps.dispatch import DETAILS, Dispatch, WhenShown
 from apps.store import Selection
 from lab import query
@@ -41,7 +42,7 @@ class LabelsTab:
         self.sel, self.dispatch, self.show_docs = sel, dispatch, show_docs
         self.shown = shown or WhenShown()  # hidden: follows the selection and new labels when opened
         self.problems = pn.pane.Alert(visible=False, alert_type="warning", sizing_mode="stretch_width")
-        self.summary = pn.pane.HTML("", sizing_mode="stretch_width")
+        self.summary = panes.HTML("", sizing_mode="stretch_width")
         self.table = pn.widgets.Tabulator(precision_frame(_empty()), disabled=True, show_index=False, selectable=1,
                                           height=360, sizing_mode="stretch_width", layout="fit_columns",
                                           name="precision")
@@ -49,11 +50,11 @@ class LabelsTab:
                                                 label="Download the labels (Parquet)", color="primary", width=260)
         self.train = pn.widgets.Button(label="Train a quality model from the labels", color="primary", width=300)
         self.train.on_click(lambda e: self.train_model())
-        self.trained = pn.pane.HTML("", sizing_mode="stretch_width")
+        self.trained = panes.HTML("", sizing_mode="stretch_width")
         self.table.param.watch(self._opened, "selection")
         sel.param.watch(lambda e: self.shown.run(self.refresh), ["moved", "labels_changed"])
         self.view = pn.Column(
-            pn.pane.HTML("<p>Precision of a filter = the share of its labelled drops that are labelled <b>bad</b> "
+            panes.HTML("<p>Precision of a filter = the share of its labelled drops that are labelled <b>bad</b> "
                          "(it was right to drop them). Click a stage to read the documents it drops that were "
                          "labelled <b>good</b>. The <code>kept</code> row: the share of labelled kept documents "
                          "labelled good.</p>"),

@@ -10,6 +10,7 @@ from concurrent.futures import Future
 import panel as pn
 
 from apps import format as fmt
+from apps import panes
 from apps.dispatch import DETAILS, Dispatch, WhenShown
 from apps.store import Planner, Selection
 from lab.errors import LabError
@@ -47,7 +48,7 @@ class PlannerTab:
                                               width=260)
         self.disk = pn.widgets.IntInput(label="bytes per token on disk", value=m.bytes_per_token_on_disk, start=1,
                                         width=260)
-        self.differs = pn.pane.HTML("", sizing_mode="stretch_width", name="differs")
+        self.differs = panes.HTML("", sizing_mode="stretch_width", name="differs")
         self.out = pn.pane.Markdown(name="plan", sizing_mode="stretch_width")
         self.chart = pn.pane.Matplotlib(dpi=72, height=280, tight=True)
         for w in (self.target, self.days, self.gpus, self.deadline, self.disk):
