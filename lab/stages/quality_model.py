@@ -4,7 +4,10 @@ The model (``model``) is a local file or directory (``lab.quality``: a fastText 
 ``__label__`` classes such as DCLM's, a classifier trained here with ``corpus-lab train-quality``, or a
 HuggingFace sequence classifier with ``corpus-lab[hf]``); nothing is downloaded. It is frozen by its
 sha256, which is part of the signals hash (a new model recomputes the signals) and of the manifest.
-Each worker process loads it once (cached while the file is unchanged).
+Each worker process loads it once (cached while the file is unchanged). A HuggingFace model scores
+``batch_size`` documents per forward pass (the partition's documents in order, those reaching this
+stage: the same scores as one at a time up to float rounding); fastText and lab models score one
+document per call, their fastest.
 
 Signals: ``qm_score``, the probability of ``positive_label`` (``hq`` and ``__label__hq`` name the
 same class), and ``qm_label``, the most likely class (without ``__label__``); both empty without a
@@ -49,12 +52,14 @@ class Config:
     model: str = ""
     positive_label: str = "hq"  # the class whose probability is the score (hq and __label__hq are the same)
     max_chars: int = quality.MAX_CHARS  # characters of each document classified (its beginning)
+    batch_size: int = 32  # documents per forward pass of a HuggingFace model (fastText and lab models: one per call)
 
     def __post_init__(self) -> None:
         check("min_score", self.min_score, 0.0 <= self.min_score <= 1.0, "a probability in [0, 1]")
         check("positive_label", self.positive_label, bool(quality.label_name(self.positive_label).strip()),
               "a class name of the model such as hq or __label__hq")
         check("max_chars", self.max_chars, self.max_chars >= 100, ">= 100 characters")
+        check("batch_size", self.batch_size, 1 <= self.batch_size <= 4096, "1..4096 documents")
         if self.model:
             quality.inspect(self.model, self.positive_label)  # a clear error now, before any work
 
@@ -62,18 +67,38 @@ class Config:
 SIGNALS = {"qm_score": pa.float64(), "qm_label": pa.string()}
 
 
+def prepare(cfg: Config, run_dir: Any) -> None:
+    """In the driver before any partition: a HuggingFace model needs transformers and torch installed (checked
+    here rather than in the config, so that a run scored by one can be browsed without them)."""
+    if cfg.model and quality.inspect(cfg.model).kind == "hf":
+        quality.require_hf(cfg.model, key="stages.quality_model.model")
+
+
 class Collector:
-    """Per partition: the model (loaded once per process), each document's prefix through it."""
+    """Per partition: the model (loaded once per process), each document's prefix through it.
+
+    ``batch_size`` > 1 (a HuggingFace model): annotate hands ``signals_batch`` that many documents at once.
+    """
 
     def __init__(self, cfg: Config, n_buckets: int = 1, run_dir: Any = None) -> None:
         self.model = quality.load(cfg.model, cfg.positive_label) if cfg.model else None
         self.max_chars = cfg.max_chars
+        self.batch_size = cfg.batch_size if self.model is not None and self.model.batches else 1
 
     def signals(self, i: int, text: str, doc: Any = None) -> dict:
-        if self.model is None or not text.strip():
-            return dict(EMPTY)
-        label, score = self.model.score(quality.prefix(text, self.max_chars))
-        return {"qm_score": round(score, 6), "qm_label": label}
+        return self.signals_batch([(i, text, doc)])[0]
+
+    def signals_batch(self, items: list[tuple[int, str, Any]]) -> list[dict]:
+        """Signals of several documents, each ``(i, text, doc)``, in order; one model call for all of them."""
+        out = [dict(EMPTY) for _ in items]
+        if self.model is None:
+            return out
+        todo = [k for k, (_, text, _) in enumerate(items) if text.strip()]
+        texts = [quality.prefix(items[k][1], self.max_chars) for k in todo]
+        scored = self.model.score_batch(texts) if self.model.batches else [self.model.score(t) for t in texts]
+        for k, (label, score) in zip(todo, scored):
+            out[k] = {"qm_score": round(score, 6), "qm_label": label}
+        return out
 
     def write(self, layout: Any, key: str, signals: pa.Table) -> None:
         """No files of its own."""
