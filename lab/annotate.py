@@ -11,10 +11,10 @@ later, over all partitions, by ``lab.query``; both modes give the same kept set 
 A stage with a per-partition output (``Collector``: near_dedup's MinHash signatures and LSH band
 records, the map side of its shuffle) gets each document's text through its collector instead of
 ``signals``, and writes its files once the partition's signals table is built. A collector with a
-``batch_size`` above 1 (quality_model with a HuggingFace model: one forward pass per batch) gets the
-documents reaching it in batches through ``signals_batch``: the partition is then annotated that many
-documents at a time, stage by stage (each stage still sees the documents in order, and in batch mode
-only those no earlier stage dropped), with the same signals as one document at a time.
+``chunk_size`` above 1 (quality_model with a HuggingFace model: batched forward passes) gets the
+documents reaching it that many at a time through ``signals_batch``: the partition is then annotated
+in chunks of that many documents, stage by stage (each stage still sees the documents in order, and
+in batch mode only those no earlier stage dropped), with the same signals as one document at a time.
 
 The partition's files are written atomically; ``stats/part-KEY.json`` (metrics and statistics
 partials) is written last and marks the partition complete.
@@ -152,7 +152,7 @@ def annotate_partition(part: Partition, cfg: Config, run_dir: str | Path, n_buck
     clock: dict[str, float] = {}
     t_read = time.thread_time()
     unreported, last = 0, time.monotonic()
-    batch = max([getattr(c, "batch_size", 1) for c in collectors.values()] + [1])  # documents annotated at a time
+    chunk = max([getattr(c, "chunk_size", 1) for c in collectors.values()] + [1])  # documents annotated at a time
     pending: list[Doc] = []
 
     def flush() -> None:
@@ -179,7 +179,7 @@ def annotate_partition(part: Partition, cfg: Config, run_dir: str | Path, n_buck
                 rejects[k].append(v)
             continue
         pending.append(item)
-        if len(pending) >= batch:
+        if len(pending) >= chunk:
             flush()
     flush()
     total = time.thread_time() - t_read

@@ -11,8 +11,9 @@ Three kinds of model, all read from local disk (nothing is ever downloaded):
   ``HashingVectorizer``, sublinear term frequency, L2-normalized) and its settings as JSON.
 - ``hf``: a local HuggingFace ``transformers`` sequence-classification directory (``config.json``
   with ``id2label``, saved with ``save_pretrained``), with the optional extra ``corpus-lab[hf]``: loaded
-  with ``local_files_only``, on the GPU when torch sees one (else the CPU), and scored a batch of
-  documents per forward pass (``score_batch``), each truncated to the model's maximum length.
+  with ``local_files_only``, on the GPU when torch sees one (else the CPU), and scored several documents
+  per forward pass (``score_batch``: sorted by length, then ``batch_size`` at a time, so that little is
+  padding), each truncated to the model's maximum length.
   A Hub name (``org/model``, ``bert-base-uncased``) is refused with the command that downloads it once.
 
 Class names are compared without fastText's ``__label__`` prefix, so ``positive_label: hq`` and
@@ -221,6 +222,7 @@ class Scorer:
 
     kind = ""
     batches = False  # True: score_batch over many texts is faster than score per text (the stage batches)
+    default_batch_size = 1  # texts per forward pass when score_batch is given batch_size=0
     labels: tuple[str, ...] = ()
 
     def __init__(self, info: ModelInfo, positive_label: str) -> None:
@@ -231,7 +233,8 @@ class Scorer:
     def score(self, text: str) -> tuple[str, float]:
         raise NotImplementedError
 
-    def score_batch(self, texts: list[str]) -> list[tuple[str, float]]:
+    def score_batch(self, texts: list[str], *, batch_size: int = 0) -> list[tuple[str, float]]:
+        """``score`` of each text, in order (``batch_size``: texts per forward pass, for models that batch)."""
         return [self.score(t) for t in texts]
 
 
@@ -292,7 +295,7 @@ class LabScorer(Scorer):
             z = float(data @ self.coef[np.concatenate(idx)]) / norm
         return self._out(1.0 / (1.0 + math.exp(-(z + self.intercept))))
 
-    def score_batch(self, texts: list[str]) -> list[tuple[str, float]]:
+    def score_batch(self, texts: list[str], *, batch_size: int = 0) -> list[tuple[str, float]]:
         return [self._out(float(p)) for p in self.probabilities(texts)]
 
     def _out(self, p: float) -> tuple[str, float]:
@@ -328,15 +331,18 @@ def features(vecs: list, texts: list[str]):
 class HFScorer(Scorer):
     """A local ``transformers`` sequence classifier: softmax over its logits, in eval mode, without gradients.
 
-    ``score_batch`` runs one forward pass over the texts it is given (padded to the longest, each
-    truncated to ``max_length`` tokens); the stage gives it ``batch_size`` documents at a time. On the
-    CPU torch uses its intra-op threads (one per Dask worker: the workers set ``OMP_NUM_THREADS=1``).
-    Scores do not depend on the batch beyond float rounding (padding is masked).
+    ``score_batch`` sorts the texts by length and runs forward passes of ``batch_size`` texts (0: the
+    device's default, ``BATCH_SIZES``), each padded to its longest text and truncated to ``max_length``
+    tokens: sorting keeps the padding small (on the CPU a batch of mixed lengths costs more than one text
+    at a time, ``bench/quality_model_hf.py``). On the CPU torch uses its intra-op threads (one per Dask
+    worker: the workers set ``OMP_NUM_THREADS=1``). Padding is masked: the scores do not depend on the
+    batch beyond float rounding.
     """
 
     kind = "hf"
     batches = True
     MAX_TOKENS = 512  # when neither the tokenizer nor the model config gives a maximum length
+    BATCH_SIZES = {"cpu": 8, "cuda": 32}  # texts per forward pass by default (the CPU's: bench/RESULTS.md §15)
 
     def __init__(self, info: ModelInfo, positive_label: str) -> None:
         super().__init__(info, positive_label)
@@ -347,6 +353,7 @@ class HFScorer(Scorer):
 
         self.torch = torch
         self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.default_batch_size = self.BATCH_SIZES[self.device]
         bars = hf_logging.is_progress_bar_enabled()
         hf_logging.disable_progress_bar()  # no "Loading weights" bar in each worker's log
         try:
@@ -363,14 +370,19 @@ class HFScorer(Scorer):
     def score(self, text: str) -> tuple[str, float]:
         return self.score_batch([text])[0]
 
-    def score_batch(self, texts: list[str]) -> list[tuple[str, float]]:
-        if not texts:
-            return []
-        torch = self.torch
-        enc = self.tokenizer(texts, truncation=True, max_length=self.max_length, padding=True, return_tensors="pt")
-        with torch.inference_mode():
-            probs = torch.softmax(self.model(**enc.to(self.device)).logits.float(), dim=-1).cpu().numpy()
-        return [(self.labels[int(p.argmax())], float(p[self.index])) for p in probs]
+    def score_batch(self, texts: list[str], *, batch_size: int = 0) -> list[tuple[str, float]]:
+        n = batch_size or self.default_batch_size
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # characters: a proxy for tokens
+        out: list[tuple[str, float]] = [("", 0.0)] * len(texts)
+        with self.torch.inference_mode():
+            for start in range(0, len(order), n):
+                idx = order[start:start + n]
+                enc = self.tokenizer([texts[i] for i in idx], truncation=True, max_length=self.max_length,
+                                     padding=True, return_tensors="pt").to(self.device)
+                probs = self.torch.softmax(self.model(**enc).logits.float(), dim=-1).cpu().numpy()
+                for i, p in zip(idx, probs):
+                    out[i] = (self.labels[int(p.argmax())], float(p[self.index]))
+        return out
 
 
 def hf_max_length(tokenizer_max: int | None, positions: int | None) -> int:

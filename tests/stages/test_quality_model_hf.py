@@ -104,9 +104,8 @@ def test_batched_scores_equal_one_by_one_and_transformers_itself(tiny):
     one = [qm.Collector(qm.Config(model=str(tiny), positive_label="good", batch_size=1)).signals(i, t)
            for i, t in enumerate(TEXTS)]
     c4 = qm.Collector(qm.Config(model=str(tiny), positive_label="good", batch_size=4))
-    assert c4.batch_size == 4
-    batched = [s for start in range(0, len(TEXTS), 4)
-               for s in c4.signals_batch([(i, t, None) for i, t in enumerate(TEXTS)][start:start + 4])]
+    assert (c4.batch_size, c4.chunk_size) == (4, 4 * qm.WINDOW)
+    batched = c4.signals_batch([(i, t, None) for i, t in enumerate(TEXTS)])  # sorted by length: 3 forward passes
     for (label, p), a, b in zip(ref, one, batched):
         assert a["qm_label"] == b["qm_label"] == label
         assert a["qm_score"] == pytest.approx(p, abs=2e-6) and b["qm_score"] == pytest.approx(p, abs=2e-6)
@@ -114,16 +113,22 @@ def test_batched_scores_equal_one_by_one_and_transformers_itself(tiny):
     mixed = c4.signals_batch([(0, TEXTS[0], None), (1, "  \n ", None), (2, TEXTS[1], None)])
     assert mixed[1] == {"qm_score": None, "qm_label": None}
     assert [m["qm_score"] for m in (mixed[0], mixed[2])] == pytest.approx([scores[0], scores[1]], abs=2e-6)
+    # the device's default batch size (8 on the CPU) when batch_size is 0
+    auto = qm.Collector(qm.Config(model=str(tiny), positive_label="good"))
+    assert (auto.model.default_batch_size, auto.chunk_size) == (8, 8 * qm.WINDOW)
+    assert [s["qm_score"] for s in auto.signals_batch([(i, t, None) for i, t in enumerate(TEXTS)])] == \
+        pytest.approx(scores, abs=2e-6)
     # scoring for the other class is 1 - p
     bad = qm.Collector(qm.Config(model=str(tiny), positive_label="bad")).signals(0, TEXTS[0])
     assert bad["qm_score"] == pytest.approx(1 - scores[0], abs=2e-6)
 
 
 def test_a_run_stores_the_scores_of_transformers_in_explore_and_batch(tiny, tmp_path, monkeypatch):
-    calls: list[int] = []  # texts per forward pass
+    calls: list[tuple[int, int]] = []  # (texts handed over, texts per forward pass)
     score_batch = quality.HFScorer.score_batch
-    monkeypatch.setattr(quality.HFScorer, "score_batch", lambda self, texts: calls.append(len(texts)) or
-                        score_batch(self, texts))
+    monkeypatch.setattr(quality.HFScorer, "score_batch", lambda self, texts, batch_size=0:
+                        calls.append((len(texts), batch_size)) or score_batch(self, texts, batch_size=batch_size))
+    monkeypatch.setattr(qm, "WINDOW", 2)  # 6 documents at a time: two chunks of the 10
     src = tmp_path / "docs.jsonl"
     lines = [json.dumps({"text": t}) + "\n" for t in TEXTS]
     src.write_text("".join(lines))
@@ -141,7 +146,7 @@ def test_a_run_stores_the_scores_of_transformers_in_explore_and_batch(tiny, tmp_
             "tokenizer": {"enabled": False}})
         calls.clear()
         manifest = engine.run(cfg, progress=False, client=engine.INPROCESS)
-        assert calls == [3, 3, 3, 1], mode  # 10 documents, batch_size 3
+        assert calls == [(6, 3), (4, 3)], mode  # 10 documents, batch_size 3, windows of 2 x 3
         assert manifest["models"]["quality_model"]["kind"] == "hf"
         rows = query.signal_rows(cfg.run_dir, ["doc_id", "qm_score", "qm_label"])
         assert sorted(rows["doc_id"].to_list()) == sorted(ids)
@@ -162,8 +167,8 @@ def test_hub_names_and_a_missing_class_are_clear_errors_before_any_work(tiny, tm
     with pytest.raises(ConfigError, match=r"stages.quality_model.positive_label='hq' is not a class of the hf model "
                                           r".*its classes are bad, good; set positive_label"):
         config.build(config.Config, {"stages": {"quality_model": {"model": str(tiny)}}})  # positive_label: hq
-    with pytest.raises(ConfigError, match=r"stages.quality_model.batch_size=0 is not allowed: must be 1..4096"):
-        config.build(config.Config, {"stages": {"quality_model": {"batch_size": 0}}})
+    with pytest.raises(ConfigError, match=r"stages.quality_model.batch_size=-1 is not allowed: must be 0..4096"):
+        config.build(config.Config, {"stages": {"quality_model": {"batch_size": -1}}})
     weightless = tmp_path / "weightless"
     shutil.copytree(tiny, weightless)
     (weightless / "model.safetensors").unlink()
