@@ -95,7 +95,7 @@ class Collector:
         return self.signals_batch([(i, text, doc)])[0]
 
     def signals_batch(self, items: list[tuple[int, str, Any]]) -> list[dict]:
-        """Signals of several documents, each ``(i, text, doc)``, in order; one model call for all of them."""
+        """Signals of several documents, each ``(i, text, doc)``, in order; one ``score_batch`` call for them all."""
         out = [dict(EMPTY) for _ in items]
         if self.model is None:
             return out
