@@ -10,7 +10,11 @@ later, over all partitions, by ``lab.query``; both modes give the same kept set 
 
 A stage with a per-partition output (``Collector``: near_dedup's MinHash signatures and LSH band
 records, the map side of its shuffle) gets each document's text through its collector instead of
-``signals``, and writes its files once the partition's signals table is built.
+``signals``, and writes its files once the partition's signals table is built. A collector with a
+``chunk_size`` above 1 (quality_model with a HuggingFace model: batched forward passes) gets the
+documents reaching it that many at a time through ``signals_batch``: the partition is then annotated
+in chunks of that many documents, stage by stage (each stage still sees the documents in order, and
+in batch mode only those no earlier stage dropped), with the same signals as one document at a time.
 
 The partition's files are written atomically; ``stats/part-KEY.json`` (metrics and statistics
 partials) is written last and marks the partition complete.
@@ -65,33 +69,54 @@ def annotate_doc(doc: Doc, cfg: Config, batch_rules: dict[str, list[Rule]] | Non
     """Signals of one document (the partition's ``i``-th) and the text to store (PII scrubbed; None for a
     document batch mode dropped). ``batch_rules`` (stage -> rules) set = batch mode; ``collectors``:
     stage -> its per-partition ``Collector`` (``new_collectors``)."""
-    row: dict[str, Any] = {"doc_id": doc.doc_id, "source": doc.source, "bytes": 0, "raw_bytes": doc.raw_bytes,
-                           "malformed_utf8": doc.malformed_utf8, "drop_reason": None}
-    text = doc.text
+    return annotate_docs([doc], cfg, batch_rules, clock, collectors, i)[0]
+
+
+def annotate_docs(docs: list[Doc], cfg: Config, batch_rules: dict[str, list[Rule]] | None,
+                  clock: dict[str, float], collectors: dict[str, Any] | None = None,
+                  first: int = 0) -> list[tuple[dict, str | None]]:
+    """``annotate_doc`` of consecutive documents (the partition's ``first``-th on), stage by stage: a
+    collector with ``signals_batch`` gets all of them that reach its stage in one call."""
+    rows: list[dict[str, Any]] = []
+    texts: list[str] = []
     t0 = time.thread_time()
-    if doc.is_html:
-        text = extract.html_to_text(text)
-    row["bytes"] = len(text.encode("utf-8", "surrogatepass"))
-    t1 = time.thread_time()
-    clock["extract"] = clock.get("extract", 0.0) + (t1 - t0)
+    for doc in docs:
+        rows.append({"doc_id": doc.doc_id, "source": doc.source, "bytes": 0, "raw_bytes": doc.raw_bytes,
+                     "malformed_utf8": doc.malformed_utf8, "drop_reason": None})
+        text = extract.html_to_text(doc.text) if doc.is_html else doc.text
+        rows[-1]["bytes"] = len(text.encode("utf-8", "surrogatepass"))
+        texts.append(text)
+    clock["extract"] = clock.get("extract", 0.0) + (time.thread_time() - t0)
+    alive = list(range(len(docs)))  # the documents no stage has dropped (batch mode)
     for module in STAGES:
+        if not alive:
+            break
         t0 = time.thread_time()
         collector = (collectors or {}).get(module.NAME)
-        signals = collector.signals(i, text, doc) if collector is not None else module.signals(text)
-        row.update({k: _clean(v) for k, v in signals.items()})
+        if collector is not None and len(alive) > 1 and hasattr(collector, "signals_batch"):
+            out = collector.signals_batch([(first + k, texts[k], docs[k]) for k in alive])
+        elif collector is not None:
+            out = [collector.signals(first + k, texts[k], docs[k]) for k in alive]
+        else:
+            out = [module.signals(texts[k]) for k in alive]
+        for k, signals in zip(alive, out):
+            rows[k].update({name: _clean(v) for name, v in signals.items()})
         clock[module.NAME] = clock.get(module.NAME, 0.0) + (time.thread_time() - t0)
-        if batch_rules is not None:
-            why = first_failure(batch_rules.get(module.NAME, ()), row)
-            if why:
-                row["drop_reason"] = why
-                break
-    if row["drop_reason"] is not None:
-        return row, None  # batch mode keeps no text of a document it dropped: nothing to scrub or tokenize
-    if row.get("pii_total"):  # stored text never holds PII
-        t0 = time.thread_time()
-        text = pii.scrub(text)
-        clock["pii"] = clock.get("pii", 0.0) + (time.thread_time() - t0)
-    return row, text
+        if batch_rules is not None and module.NAME in batch_rules:
+            for k in alive:
+                rows[k]["drop_reason"] = first_failure(batch_rules[module.NAME], rows[k])
+            alive = [k for k in alive if rows[k]["drop_reason"] is None]
+    results: list[tuple[dict, str | None]] = []
+    for row, text in zip(rows, texts):
+        if row["drop_reason"] is not None:
+            results.append((row, None))  # batch mode keeps no text of a dropped document: nothing to scrub or tokenize
+            continue
+        if row.get("pii_total"):  # stored text never holds PII
+            t0 = time.thread_time()
+            text = pii.scrub(text)
+            clock["pii"] = clock.get("pii", 0.0) + (time.thread_time() - t0)
+        results.append((row, text))
+    return results
 
 
 def new_collectors(cfg: Config, n_buckets: int, run_dir: Path | None = None) -> dict[str, Any]:
@@ -127,6 +152,19 @@ def annotate_partition(part: Partition, cfg: Config, run_dir: str | Path, n_buck
     clock: dict[str, float] = {}
     t_read = time.thread_time()
     unreported, last = 0, time.monotonic()
+    chunk = max([getattr(c, "chunk_size", 1) for c in collectors.values()] + [1])  # documents annotated at a time
+    pending: list[Doc] = []
+
+    def flush() -> None:
+        for doc, (row, text) in zip(pending, annotate_docs(pending, cfg, batch_rules, clock, collectors, len(rows))):
+            rows.append(row)
+            result.docs += 1
+            result.bytes += doc.raw_bytes
+            for k, v in (("doc_id", row["doc_id"]), ("source", doc.source), ("locator", doc.locator),
+                         ("url", doc.url), ("record_id", doc.record_id), ("text", text)):
+                docs[k].append(v)
+        pending.clear()
+
     for item in read(part, inp, cfg.ingest):
         if report is not None:
             unreported += item.raw_bytes
@@ -140,13 +178,10 @@ def annotate_partition(part: Partition, cfg: Config, run_dir: str | Path, n_buck
                          ("raw_bytes", item.raw_bytes), ("partition", part.key)):
                 rejects[k].append(v)
             continue
-        row, text = annotate_doc(item, cfg, batch_rules, clock, collectors, len(rows))
-        rows.append(row)
-        result.docs += 1
-        result.bytes += item.raw_bytes
-        for k, v in (("doc_id", row["doc_id"]), ("source", item.source), ("locator", item.locator),
-                     ("url", item.url), ("record_id", item.record_id), ("text", text)):
-            docs[k].append(v)
+        pending.append(item)
+        if len(pending) >= chunk:
+            flush()
+    flush()
     total = time.thread_time() - t_read
     clock["ingest"] = max(total - sum(clock.values()), 0.0)
 

@@ -10,7 +10,11 @@ Three kinds of model, all read from local disk (nothing is ever downloaded):
   ``.npz`` file, no pickle: a logistic regression's weights over hashed word n-grams (scikit-learn's
   ``HashingVectorizer``, sublinear term frequency, L2-normalized) and its settings as JSON.
 - ``hf``: a local HuggingFace ``transformers`` sequence-classification directory (``config.json``
-  with ``id2label``), with the optional extra ``corpus-lab[hf]``; on the GPU when torch sees one.
+  with ``id2label``, saved with ``save_pretrained``), with the optional extra ``corpus-lab[hf]``: loaded
+  with ``local_files_only``, on the GPU when torch sees one (else the CPU), and scored several documents
+  per forward pass (``score_batch``: sorted by length, then ``batch_size`` at a time, so that little is
+  padding), each truncated to the model's maximum length.
+  A Hub name (``org/model``, ``bert-base-uncased``) is refused with the command that downloads it once.
 
 Class names are compared without fastText's ``__label__`` prefix, so ``positive_label: hq`` and
 ``__label__hq`` name the same class. A document is classified by its first ``max_chars``
@@ -45,7 +49,7 @@ MAX_CHARS = 10_000  # characters classified per document (the stage's default ``
 LAB_FORMAT = "corpus-lab-quality"
 LAB_FORMAT_VERSION = 1
 FASTTEXT_MAGIC = 793712314  # the first int32 of every fastText model file
-_HUB_NAME = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+_HUB_NAME = re.compile(r"(?:[A-Za-z0-9][\w.-]*/)?[A-Za-z0-9][\w.-]*")  # org/model, or a bare name (bert-base-uncased)
 _ZIP_MAGIC = b"PK\x03\x04"
 
 
@@ -91,10 +95,11 @@ def inspect(path: str, positive_label: str | None = None, *, key: str = "model")
     no model, or when ``positive_label`` is not one of its classes."""
     p = Path(path).expanduser()
     if not p.exists():
-        if _HUB_NAME.fullmatch(path) and p.suffix not in (".bin", ".ftz", ".npz"):
-            raise ConfigError(f"{_where(path, key)} looks like a Hugging Face Hub model name, not a local path: "
-                              "corpus-lab never downloads models; download it once (e.g. `hf download "
-                              f"{path} --local-dir models/{path.split('/')[-1]}`) and pass that directory")
+        if _HUB_NAME.fullmatch(path) and ("/" in path or not p.suffix) and p.suffix not in (".bin", ".ftz", ".npz"):
+            raise ConfigError(f"{_where(path, key)} is not a local file or directory; it looks like a Hugging Face "
+                              "Hub model name, and corpus-lab never downloads models: download it once (e.g. `hf "
+                              f"download {path} --local-dir models/{path.split('/')[-1]}`) and set {key} to that "
+                              "directory")
         raise ConfigError(f"{_where(path, key)} does not exist: give a fastText .bin/.ftz file, a model trained with "
                           "`corpus-lab train-quality` (.npz) or a local HuggingFace model directory")
     info = _inspect(str(p.resolve()), _stamp(p), key)
@@ -165,6 +170,12 @@ def _hf_labels(p: Path, key: str) -> tuple[str, ...]:
     id2label = cfg.get("id2label") or {}
     if not id2label:
         raise ConfigError(f"{cfg_file} has no id2label: corpus-lab cannot tell which output is which class")
+    if not any(p.glob("*.safetensors")) and not any(p.glob("pytorch_model*.bin")):
+        raise ConfigError(f"{_where(str(p), key)} has a config.json but no weights (*.safetensors or "
+                          "pytorch_model*.bin): save the model with save_pretrained into this directory")
+    if not any((p / f).is_file() for f in ("tokenizer.json", "tokenizer_config.json", "vocab.txt")):
+        raise ConfigError(f"{_where(str(p), key)} has no tokenizer (tokenizer.json or tokenizer_config.json): save "
+                          "the model's tokenizer with save_pretrained into this directory too")
     return tuple(label_name(str(id2label[k])) for k in sorted(id2label, key=int))
 
 
@@ -210,6 +221,8 @@ class Scorer:
     """A loaded model: ``score(text)`` -> (predicted class, probability of the positive class)."""
 
     kind = ""
+    batches = False  # True: score_batch over many texts is faster than score per text (the stage batches)
+    default_batch_size = 1  # texts per forward pass when score_batch is given batch_size=0
     labels: tuple[str, ...] = ()
 
     def __init__(self, info: ModelInfo, positive_label: str) -> None:
@@ -220,7 +233,8 @@ class Scorer:
     def score(self, text: str) -> tuple[str, float]:
         raise NotImplementedError
 
-    def score_batch(self, texts: list[str]) -> list[tuple[str, float]]:
+    def score_batch(self, texts: list[str], *, batch_size: int = 0) -> list[tuple[str, float]]:
+        """``score`` of each text, in order (``batch_size``: texts per forward pass, for models that batch)."""
         return [self.score(t) for t in texts]
 
 
@@ -281,7 +295,7 @@ class LabScorer(Scorer):
             z = float(data @ self.coef[np.concatenate(idx)]) / norm
         return self._out(1.0 / (1.0 + math.exp(-(z + self.intercept))))
 
-    def score_batch(self, texts: list[str]) -> list[tuple[str, float]]:
+    def score_batch(self, texts: list[str], *, batch_size: int = 0) -> list[tuple[str, float]]:
         return [self._out(float(p)) for p in self.probabilities(texts)]
 
     def _out(self, p: float) -> tuple[str, float]:
@@ -315,33 +329,82 @@ def features(vecs: list, texts: list[str]):
 
 
 class HFScorer(Scorer):
+    """A local ``transformers`` sequence classifier: softmax over its logits, in eval mode, without gradients.
+
+    ``score_batch`` sorts the texts by length and runs forward passes of ``batch_size`` texts (0: the
+    device's default, ``BATCH_SIZES``), each padded to its longest text and truncated to ``max_length``
+    tokens: sorting keeps the padding small (on the CPU a batch of mixed lengths costs more than one text
+    at a time, ``bench/quality_model_hf.py``). On the CPU torch uses its intra-op threads (one per Dask
+    worker: the workers set ``OMP_NUM_THREADS=1``). Padding is masked: the scores do not depend on the
+    batch beyond float rounding.
+    """
+
     kind = "hf"
-    MAX_TOKENS = 512  # what most encoders take
+    batches = True
+    MAX_TOKENS = 512  # when neither the tokenizer nor the model config gives a maximum length
+    BATCH_SIZES = {"cpu": 8, "cuda": 32}  # texts per forward pass by default (the CPU's: bench/RESULTS.md §15)
 
     def __init__(self, info: ModelInfo, positive_label: str) -> None:
         super().__init__(info, positive_label)
-        try:
-            import torch
-            from transformers import AutoModelForSequenceClassification, AutoTokenizer
-        except ImportError as e:
-            raise ConfigError(f"model={info.path!r} is a HuggingFace model directory, which needs transformers and "
-                              f"torch ({e}); install the extra: pip install 'corpus-lab[hf]'") from None
+        require_hf(info.path)
+        import torch
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
         self.torch = torch
         self.device = "cuda" if torch.cuda.is_available() else "cpu"
-        self.tokenizer = AutoTokenizer.from_pretrained(info.path, local_files_only=True)
-        self.model = AutoModelForSequenceClassification.from_pretrained(info.path, local_files_only=True)
+        self.default_batch_size = self.BATCH_SIZES[self.device]
+        bars = hf_logging.is_progress_bar_enabled()
+        hf_logging.disable_progress_bar()  # no "Loading weights" bar in each worker's log
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(info.path, local_files_only=True)
+            self.model = AutoModelForSequenceClassification.from_pretrained(info.path, local_files_only=True)
+        finally:
+            if bars:
+                hf_logging.enable_progress_bar()
         self.model.to(self.device).eval()
+        self.max_length = hf_max_length(self.tokenizer.model_max_length,
+                                        getattr(self.model.config, "max_position_embeddings", None))
         self.index = self.labels.index(self.positive)
 
     def score(self, text: str) -> tuple[str, float]:
         return self.score_batch([text])[0]
 
-    def score_batch(self, texts: list[str]) -> list[tuple[str, float]]:
-        torch = self.torch
-        enc = self.tokenizer(texts, truncation=True, max_length=self.MAX_TOKENS, padding=True, return_tensors="pt")
-        with torch.no_grad():
-            probs = torch.softmax(self.model(**enc.to(self.device)).logits.float(), dim=-1).cpu().numpy()
-        return [(self.labels[int(p.argmax())], float(p[self.index])) for p in probs]
+    def score_batch(self, texts: list[str], *, batch_size: int = 0) -> list[tuple[str, float]]:
+        n = batch_size or self.default_batch_size
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # characters: a proxy for tokens
+        out: list[tuple[str, float]] = [("", 0.0)] * len(texts)
+        with self.torch.inference_mode():
+            for start in range(0, len(order), n):
+                idx = order[start:start + n]
+                enc = self.tokenizer([texts[i] for i in idx], truncation=True, max_length=self.max_length,
+                                     padding=True, return_tensors="pt").to(self.device)
+                probs = self.torch.softmax(self.model(**enc).logits.float(), dim=-1).cpu().numpy()
+                for i, p in zip(idx, probs):
+                    out[i] = (self.labels[int(p.argmax())], float(p[self.index]))
+        return out
+
+
+def hf_max_length(tokenizer_max: int | None, positions: int | None) -> int:
+    """Tokens a HuggingFace model reads: the smaller of the tokenizer's ``model_max_length`` (unless unset:
+    a huge sentinel) and the model's ``max_position_embeddings``; ``HFScorer.MAX_TOKENS`` without either.
+
+    >>> hf_max_length(512, 514), hf_max_length(int(1e30), 128), hf_max_length(None, None)
+    (512, 128, 512)
+    """
+    known = [int(n) for n in (tokenizer_max, positions) if n and 0 < n <= 1_000_000]
+    return min(known) if known else HFScorer.MAX_TOKENS
+
+
+def require_hf(path: str, *, key: str = "model") -> None:
+    """A ConfigError naming the extra to install unless transformers and torch can be imported (checked
+    without importing them: the config does it before any work)."""
+    import importlib.util
+
+    missing = [m for m in ("transformers", "torch") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ConfigError(f"{_where(path, key)} is a HuggingFace model directory, which needs transformers and torch "
+                          f"({' and '.join(missing)} not installed); install the extra: pip install 'corpus-lab[hf]'")
 
 
 _SCORERS = {"fasttext": FastTextScorer, "lab": LabScorer, "hf": HFScorer}

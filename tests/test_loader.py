@@ -210,3 +210,18 @@ def test_torch_is_not_imported_by_the_module():
 def test_torch_wrapper_without_torch_says_how_to_install(split):
     with pytest.raises(LabError, match="pip install torch"):
         torch_dataset(split)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
+@pytest.mark.parametrize("workers", [0, 2])
+def test_torch_dataset_delivers_every_sequence_once_through_a_dataloader(split, workers):
+    import torch
+    from torch.utils.data import DataLoader
+
+    got = list(DataLoader(torch_dataset(split, seed=3), batch_size=None, num_workers=workers))
+    assert sorted(s["index"] for s in got) == list(range(N))
+    for s in got:  # every token's value is its global position
+        assert (s["tokens"].dtype, s["cu_seqlens"].dtype) == (torch.int64, torch.int32)
+        assert s["tokens"].tolist() == list(range(s["index"] * SEQ_LEN, (s["index"] + 1) * SEQ_LEN))
+        assert s["cu_seqlens"].tolist() == cu_of(s["index"]).tolist()
+    assert {s["worker_id"] for s in got} == set(range(max(workers, 1)))

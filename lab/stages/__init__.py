@@ -16,8 +16,11 @@ Optional: ``Collector(cfg, n_buckets, run_dir)``, made once per partition, for a
 than the text or that writes files of its own: ``signals(i, text, doc)`` replaces ``signals`` for the
 partition's i-th document (``doc``: the ``lab.doc.Doc``, its URL and source), then ``write(layout, key,
 signals_table)`` once (near_dedup's MinHash signatures and shuffle records; the url stage reads the
-document's URL and the lists its config names). ``prepare(cfg, run_dir)``, when a stage has it, runs
-once in the driver before any partition is annotated (decontamination builds its n-gram index). Transform stages (``pii``) also have ``scrub(text) -> str``.
+document's URL and the lists its config names). A collector whose ``chunk_size`` is above 1 also has
+``signals_batch([(i, text, doc), ...])``, given that many documents at once (quality_model's HuggingFace
+model: batched forward passes). ``prepare(cfg, run_dir)``, when a stage has it, runs
+once in the driver before any partition is annotated (decontamination builds its n-gram index;
+quality_model checks that a HuggingFace model's libraries are installed). Transform stages (``pii``) also have ``scrub(text) -> str``.
 
 Everything else derives from this registry: the config (``stages.<name>``, ``lab.config``), the knobs
 (fields declared with ``lab.stages.fields.knob``), the signals schema, the signals hash, the config

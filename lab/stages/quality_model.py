@@ -4,7 +4,10 @@ The model (``model``) is a local file or directory (``lab.quality``: a fastText 
 ``__label__`` classes such as DCLM's, a classifier trained here with ``corpus-lab train-quality``, or a
 HuggingFace sequence classifier with ``corpus-lab[hf]``); nothing is downloaded. It is frozen by its
 sha256, which is part of the signals hash (a new model recomputes the signals) and of the manifest.
-Each worker process loads it once (cached while the file is unchanged).
+Each worker process loads it once (cached while the file is unchanged). A HuggingFace model is given
+``WINDOW`` x ``batch_size`` documents at a time (the partition's next documents that reach this stage),
+sorts them by length and scores ``batch_size`` per forward pass: the same scores as one at a time up
+to float rounding. fastText and lab models score one document per call, their fastest.
 
 Signals: ``qm_score``, the probability of ``positive_label`` (``hq`` and ``__label__hq`` name the
 same class), and ``qm_label``, the most likely class (without ``__label__``); both empty without a
@@ -49,31 +52,62 @@ class Config:
     model: str = ""
     positive_label: str = "hq"  # the class whose probability is the score (hq and __label__hq are the same)
     max_chars: int = quality.MAX_CHARS  # characters of each document classified (its beginning)
+    # documents per forward pass of a HuggingFace model; 0 = the device's default (8 on the CPU, 32 on a GPU)
+    batch_size: int = 0
 
     def __post_init__(self) -> None:
         check("min_score", self.min_score, 0.0 <= self.min_score <= 1.0, "a probability in [0, 1]")
         check("positive_label", self.positive_label, bool(quality.label_name(self.positive_label).strip()),
               "a class name of the model such as hq or __label__hq")
         check("max_chars", self.max_chars, self.max_chars >= 100, ">= 100 characters")
+        check("batch_size", self.batch_size, 0 <= self.batch_size <= 4096,
+              "0..4096 documents per forward pass (0 = the device's default)")
         if self.model:
             quality.inspect(self.model, self.positive_label)  # a clear error now, before any work
 
 
 SIGNALS = {"qm_score": pa.float64(), "qm_label": pa.string()}
+WINDOW = 8  # forward passes' worth of documents sorted by length together (less padding)
+
+
+def prepare(cfg: Config, run_dir: Any) -> None:
+    """In the driver before any partition: a HuggingFace model needs transformers and torch installed (checked
+    here rather than in the config, so that a run scored by one can be browsed without them)."""
+    if cfg.model and quality.inspect(cfg.model).kind == "hf":
+        quality.require_hf(cfg.model, key="stages.quality_model.model")
 
 
 class Collector:
-    """Per partition: the model (loaded once per process), each document's prefix through it."""
+    """Per partition: the model (loaded once per process), each document's prefix through it.
+
+    ``chunk_size`` > 1 (a HuggingFace model): annotate hands ``signals_batch`` that many documents at once.
+    """
 
     def __init__(self, cfg: Config, n_buckets: int = 1, run_dir: Any = None) -> None:
         self.model = quality.load(cfg.model, cfg.positive_label) if cfg.model else None
         self.max_chars = cfg.max_chars
+        self.batch_size = cfg.batch_size  # 0: the scorer's default for its device
+        self.chunk_size = 1
+        if self.model is not None and self.model.batches:
+            self.chunk_size = WINDOW * (cfg.batch_size or self.model.default_batch_size)
 
     def signals(self, i: int, text: str, doc: Any = None) -> dict:
-        if self.model is None or not text.strip():
-            return dict(EMPTY)
-        label, score = self.model.score(quality.prefix(text, self.max_chars))
-        return {"qm_score": round(score, 6), "qm_label": label}
+        return self.signals_batch([(i, text, doc)])[0]
+
+    def signals_batch(self, items: list[tuple[int, str, Any]]) -> list[dict]:
+        """Signals of several documents, each ``(i, text, doc)``, in order; one ``score_batch`` call for them all."""
+        out = [dict(EMPTY) for _ in items]
+        if self.model is None:
+            return out
+        todo = [k for k, (_, text, _) in enumerate(items) if text.strip()]
+        texts = [quality.prefix(items[k][1], self.max_chars) for k in todo]
+        if self.model.batches:
+            scored = self.model.score_batch(texts, batch_size=self.batch_size)
+        else:
+            scored = [self.model.score(t) for t in texts]
+        for k, (label, score) in zip(todo, scored):
+            out[k] = {"qm_score": round(score, 6), "qm_label": label}
+        return out
 
     def write(self, layout: Any, key: str, signals: pa.Table) -> None:
         """No files of its own."""

@@ -89,8 +89,10 @@ def test_bad_models_are_clear_errors_before_any_work(ft, tmp_path):
     text.write_text("just some notes\n")
     with pytest.raises(ConfigError, match=r"stages.quality_model.model=.*notes.txt.* is not a model .*fastText"):
         config.build(config.Config, {"stages": {"quality_model": {"model": str(text)}}})
-    with pytest.raises(ConfigError, match=r"Hugging Face Hub model name.*never downloads.*local-dir"):
-        qm.Config(model="mlfoundations/fasttext-oh-eli5")
+    for hub in ("mlfoundations/fasttext-oh-eli5", "bert-base-uncased"):
+        with pytest.raises(ConfigError, match=rf"model='{hub}' is not a local file.*Hugging Face Hub model name.*never "
+                                              rf"downloads.*hf download {hub} --local-dir"):
+            qm.Config(model=hub)
     with pytest.raises(ConfigError, match=r"does not exist"):
         qm.Config(model=str(tmp_path / "gone.bin"))
     other = tmp_path / "arrays.npz"
@@ -105,10 +107,19 @@ def test_bad_models_are_clear_errors_before_any_work(ft, tmp_path):
     hf.mkdir()
     (hf / "config.json").write_text(json.dumps({"architectures": ["BertForSequenceClassification"],
                                                 "id2label": {"0": "lq", "1": "hq"}}))
-    assert quality.inspect(str(hf), "hq").labels == ("lq", "hq")
+    with pytest.raises(ConfigError, match=r"has a config.json but no weights"):
+        quality.inspect(str(hf), "hq")
+    (hf / "model.safetensors").write_bytes(b"")
+    with pytest.raises(ConfigError, match=r"has no tokenizer"):
+        quality.inspect(str(hf), "hq")
+    (hf / "tokenizer.json").write_text("{}")
+    assert quality.inspect(str(hf), "hq").labels == ("lq", "hq")  # its classes are read without transformers
     try:
         import transformers  # noqa: F401
-    except ImportError:
+    except ImportError:  # the lower-bounds job: the run stops before any partition, naming the extra
+        with pytest.raises(ConfigError, match=r"stages.quality_model.model=.*needs transformers and torch.*"
+                                              r"corpus-lab\[hf\]"):
+            qm.prepare(qm.Config(model=str(hf)), tmp_path)
         with pytest.raises(ConfigError, match=r"corpus-lab\[hf\]"):
             qm.Collector(qm.Config(model=str(hf)))
 
