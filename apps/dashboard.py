@@ -87,6 +87,8 @@ class Dashboard:
 
 def create(run_dir: str | Path) -> pn.viewable.Viewable:
     """One session's dashboard for a run directory (the state of the page's URL restored)."""
+    # the grid's scripts load with the page: no grid is on the first tab, and the tabs behind it render later
+    pn.extension("tabulator")
     loc = pn.state.location
     link = loc.search.lstrip("?") if loc is not None and loc.search else ""
     return Dashboard(run_dir, link=link, user=pn.state.user or "").view

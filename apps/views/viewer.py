@@ -13,7 +13,6 @@ import html
 from concurrent.futures import Future
 from typing import Callable
 
-import pandas as pd
 import panel as pn
 import polars as pl
 
@@ -25,6 +24,8 @@ from lab.errors import LabError
 from lab.stages import STAGE_NAMES
 
 ANY = "(any)"
+PAGE_LINES = 20
+LIST_CSS = "select{font-family:monospace;font-size:11px} option{padding:2px 0}"
 VIEW_LABELS = {"dropped": "dropped", "kept": "kept", "newly_dropped": "newly dropped by the last change",
                "newly_kept": "newly kept by the last change"}
 DOC_CSS = (".doc-text{white-space:pre-wrap;font-family:monospace;font-size:12px;max-height:420px;overflow:auto;"
@@ -33,16 +34,23 @@ DOC_CSS = (".doc-text{white-space:pre-wrap;font-family:monospace;font-size:12px;
            ".fail{color:#b00020;font-weight:bold}")
 
 
-def list_frame(page: pl.DataFrame) -> pd.DataFrame:
-    """The page as the list shows it: ids as text, the failing signal against its threshold."""
-    rows = []
-    for d in page.iter_rows(named=True):
+def list_options(page: pl.DataFrame) -> dict[str, str]:
+    """The page as the list shows it: one line per document (id as text, why it is dropped: the failed
+    rule and the document's value against its threshold, language, size, source) -> its row in the page.
+
+    >>> page = pl.DataFrame({"doc_id": [7855438623749090668], "reason": ["c4.few_sentences"], "signal": ["c4_sentences"],
+    ...                      "value": [1.0], "threshold": ["3"], "op": [">="], "source": ["web"], "lang": ["en"],
+    ...                      "bytes": [2048]})
+    >>> list(list_options(page))
+    ['7855438623749090668 · c4.few_sentences 1 vs >= 3 · en · 2.0 KB · web']
+    """
+    out = {}
+    for i, d in enumerate(page.iter_rows(named=True)):
         why = d["reason"] or "kept"
-        if d.get("signal"):
-            why += f" ({d['signal']} {fmt.signal(d['value'], d['threshold'])} vs {d['op']} {d['threshold']})"
-        rows.append({"doc_id": str(d["doc_id"]), "why": why, "source": d["source"], "lang": d["lang"] or "",
-                     "size": fmt.size(d["bytes"])})
-    return pd.DataFrame(rows, columns=["doc_id", "why", "source", "lang", "size"])
+        if d.get("signal"):  # the reason names the rule; its value against the threshold
+            why += f" {fmt.signal(d['value'], d['threshold'])} vs {d['op']} {d['threshold']}"
+        out[" · ".join([str(d["doc_id"]), why, d["lang"] or "–", fmt.size(d["bytes"]), d["source"] or ""])] = str(i)
+    return out
 
 
 def document_html(d: dict) -> str:
@@ -76,6 +84,7 @@ class DocumentViewer:
         self.sel, self.dispatch, self.report, self.open_cluster_cb = sel, dispatch, report, open_cluster
         self.model = Viewer(sel)
         self.page: pl.DataFrame | None = None
+        self.opening = True  # a line chosen in the list opens its document (not when the page replaces the list)
         self.current: dict | None = None
         self.kind = pn.widgets.Select(label="documents", options={v: k for k, v in VIEW_LABELS.items()},
                                       value="dropped", width=230)
@@ -89,9 +98,10 @@ class DocumentViewer:
         self.pager = panes.HTML("", margin=(12, 5), name="pager")
         self.only = panes.HTML("", margin=(12, 5))
         self.clear_ids = pn.widgets.Button(label="show all", width=80, visible=False)
-        self.list = pn.widgets.Tabulator(pd.DataFrame(columns=["doc_id", "why", "source", "lang", "size"]),
-                                         disabled=True, show_index=False, selectable=1, height=430, width=430,
-                                         layout="fit_data_stretch", name="documents")
+        # a native list box: a page of 20 lines is replaced on most slider releases, and a grid widget
+        # measured and laid out every cell again each time
+        self.list = pn.widgets.Select(options={}, size=PAGE_LINES, width=430, height=430, name="documents",
+                                      css_classes=["document-list"], stylesheets=[LIST_CSS])
         self.doc = panes.HTML("<p style='color:#777'>Click a document to read it.</p>", sizing_mode="stretch_width",
                                 name="document")
         self.goto_cluster = pn.widgets.Button(label="open its cluster", visible=False, width=140)
@@ -109,7 +119,7 @@ class DocumentViewer:
         self.user.param.watch(lambda e: setattr(self.sel, "user", e.new), "value")
         for w in (self.kind, self.stage, self.reason, self.source, self.lang, self.seed):
             w.param.watch(self._filters_changed, "value")
-        self.list.param.watch(self._opened, "selection")
+        self.list.param.watch(self._opened, "value")
         self.view = pn.Column(
             panes.HTML("<h3 style='margin:6px 0'>Documents</h3>"),
             pn.Row(self.kind, self.stage, self.reason, self.source, self.lang, self.seed, sizing_mode="stretch_width"),
@@ -175,9 +185,16 @@ class DocumentViewer:
                     if w.value not in opts.values():
                         w.value = ANY
             self.page = page
-            frame = list_frame(page)
-            if not frame.equals(self.list.value):  # a move often leaves the page as it was: no new table
-                self.list.value = frame
+            options = list_options(page)
+            self.opening = False  # the list follows the page (its first line selected), no document opened
+            try:
+                if options != self.list.options:  # a move often leaves the page as it was: nothing sent
+                    self.list.options = options
+                first = "0" if page.height else None
+                if self.list.value != first:
+                    self.list.value = first
+            finally:
+                self.opening = True
             pages = m.pages(total)
             self.pager.object = (f"page <b>{number + 1}</b> of <b>{pages}</b> · {fmt.count(total)} documents")
             self.prev.disabled, self.next.disabled = number <= 0, number >= pages - 1
@@ -192,9 +209,9 @@ class DocumentViewer:
         self.dispatch.submit("documents", compute, show, pool=DETAILS)
 
     def _opened(self, event) -> None:
-        if not event.new or self.page is None or event.new[0] >= self.page.height:
+        if not self.opening or event.new is None or self.page is None or int(event.new) >= self.page.height:
             return
-        i, page = event.new[0], self.page
+        i, page = int(event.new), self.page
         if page["text"][i] is not None:
             self._show_doc(page.row(i, named=True))
             return
