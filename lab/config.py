@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import yaml
 
-from lab.errors import ConfigError
+from lab.errors import ConfigError, IntegrityError
 from lab.stages import STAGE_NAMES, STAGES
 from lab.stages.fields import check
 
@@ -293,8 +293,8 @@ def build(cls: type, data: Any, path: str = "") -> Any:
         raise ConfigError(f"{path or 'config'}: missing required key {missing[0]!r} ({_type_name(hints[missing[0]])})")
     try:
         return cls(**kwargs)
-    except ConfigError as e:
-        raise ConfigError(f"{path + '.' if path else ''}{e}") from None
+    except (ConfigError, IntegrityError) as e:  # a value checked in __post_init__ (a file it names may be damaged)
+        raise type(e)(f"{path + '.' if path else ''}{e}") from None
 
 
 def to_dict(obj: Any) -> Any:
@@ -320,8 +320,8 @@ def load(path: str | Path) -> Config:
         raise ConfigError(f"config file {str(p)!r} does not exist; pass an existing YAML file to --config")
     try:
         return loads(p.read_text(), str(p))
-    except ConfigError as e:
-        raise ConfigError(f"{p}: {e}") from None
+    except (ConfigError, IntegrityError) as e:
+        raise type(e)(f"{p}: {e}") from None
 
 
 def dumps(cfg: Config) -> str:
