@@ -310,7 +310,11 @@ def loads(text: str, source: str = "<string>") -> Config:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise ConfigError(f"{source} is not valid YAML: {e}") from None
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        what = "; ".join(x for x in (getattr(e, "context", None), getattr(e, "problem", None)) if x) or str(e)
+        raise ConfigError(f"{source} is not valid YAML{where}: {what}; fix the file (see "
+                          "`corpus-lab run --dry-run` for every key)") from None
     return build(Config, data or {})
 
 
@@ -321,7 +325,7 @@ def load(path: str | Path) -> Config:
     try:
         return loads(p.read_text(), str(p))
     except (ConfigError, IntegrityError) as e:
-        raise type(e)(f"{p}: {e}") from None
+        raise type(e)(str(e) if str(e).startswith(str(p)) else f"{p}: {e}") from None
 
 
 def dumps(cfg: Config) -> str:
