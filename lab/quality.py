@@ -41,7 +41,6 @@ import numpy as np
 
 from lab.errors import ConfigError, IntegrityError
 
-KINDS = ("fasttext", "lab", "hf")
 MAX_CHARS = 10_000  # characters classified per document (the stage's default ``max_chars``)
 LAB_FORMAT = "corpus-lab-quality"
 LAB_FORMAT_VERSION = 1
@@ -74,7 +73,7 @@ def prefix(text: str, max_chars: int = MAX_CHARS) -> str:
 @dataclass(frozen=True)
 class ModelInfo:
     path: str  # resolved
-    kind: str  # one of KINDS
+    kind: str  # fasttext, lab or hf
     labels: tuple[str, ...]  # class names, without __label__
 
 

@@ -54,10 +54,6 @@ def fit(texts: Iterable[str], cfg: TokenizerConfig):
     return tok
 
 
-def sha256_of(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
 def save(tok, layout: RunLayout, fit_info: dict) -> str:
     """Write ``tokenizer/tokenizer.json``, its sha256 and how it was fitted; returns the sha256."""
     layout.tokenizer_dir.mkdir(parents=True, exist_ok=True)
