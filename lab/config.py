@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import yaml
 
-from lab.errors import ConfigError
+from lab.errors import ConfigError, IntegrityError
 from lab.stages import STAGE_NAMES, STAGES
 from lab.stages.fields import check
 
@@ -293,8 +293,8 @@ def build(cls: type, data: Any, path: str = "") -> Any:
         raise ConfigError(f"{path or 'config'}: missing required key {missing[0]!r} ({_type_name(hints[missing[0]])})")
     try:
         return cls(**kwargs)
-    except ConfigError as e:
-        raise ConfigError(f"{path + '.' if path else ''}{e}") from None
+    except (ConfigError, IntegrityError) as e:  # a value checked in __post_init__ (a file it names may be damaged)
+        raise type(e)(f"{path + '.' if path else ''}{e}") from None
 
 
 def to_dict(obj: Any) -> Any:
@@ -310,7 +310,11 @@ def loads(text: str, source: str = "<string>") -> Config:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        raise ConfigError(f"{source} is not valid YAML: {e}") from None
+        mark = getattr(e, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        what = "; ".join(x for x in (getattr(e, "context", None), getattr(e, "problem", None)) if x) or str(e)
+        raise ConfigError(f"{source} is not valid YAML{where}: {what}; fix the file (see "
+                          "`corpus-lab run --dry-run` for every key)") from None
     return build(Config, data or {})
 
 
@@ -320,8 +324,8 @@ def load(path: str | Path) -> Config:
         raise ConfigError(f"config file {str(p)!r} does not exist; pass an existing YAML file to --config")
     try:
         return loads(p.read_text(), str(p))
-    except ConfigError as e:
-        raise ConfigError(f"{p}: {e}") from None
+    except (ConfigError, IntegrityError) as e:
+        raise type(e)(str(e) if str(e).startswith(str(p)) else f"{p}: {e}") from None
 
 
 def dumps(cfg: Config) -> str:

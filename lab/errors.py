@@ -1,9 +1,24 @@
-"""The one error hierarchy of corpus-lab.
+"""The one error hierarchy of corpus-lab, one class per thing the user does next.
 
-``ConfigError`` means the user's input (config, paths, flags) is wrong: stop before any work.
-``ShardError`` means one piece of input cannot be read: quarantine it to ``rejects/`` and go on.
-``DiskFullError`` means the run's filesystem is full: stop with a clear message (a rerun resumes).
-``RunStateError`` means the run directory is not in a state for this: another run is writing it.
+- ``ConfigError``: the user's input is wrong (a config key or value, a flag, an argument, a path that
+  does not exist, a malformed list): fix the input. The message names the key, the value, what is
+  allowed and the fix. The command line exits 2.
+- ``RunStateError``: the run directory is not in a state for what was asked: another process is
+  writing it (wait, or use another ``--output-dir``), or a batch run asked for other thresholds. Its
+  subclass ``NotReadyError`` says a step this needs has not run on the run yet ("run X first": no
+  signals, no token counts or shards, no fertility table, no labels to train on). The command line
+  exits 3.
+- ``IntegrityError``: a file is not what the run (or its format) says it is: a tokenizer whose sha256
+  differs from the one recorded, a token shard or index that is truncated or of another format, a
+  JSON file that does not parse, a model file cut short. The message names the file, what was
+  expected and what was found, and the fix (rerun the step that writes it, or restore the file). The
+  command line exits 4.
+- ``DiskFullError``: the run's filesystem is full: free space and rerun (it resumes). The command
+  line exits 5.
+
+Programming errors (an internal invariant broken) stay ``ValueError``/``TypeError``/``AssertionError``:
+nothing a user types reaches them. A partition that fails while it is read is not an error of this
+kind: the engine records it in ``rejects/`` and goes on (``engine``: quarantine).
 """
 
 import errno
@@ -18,12 +33,18 @@ class ConfigError(LabError):
 
 
 class RunStateError(LabError):
-    """The run directory is not in a state for what was asked (another process is writing it); the
-    message names what holds it and what to do."""
+    """The run directory is not in a state for what was asked (another process is writing it, or a batch
+    run is asked about other thresholds); the message names what holds it and what to do."""
 
 
-class ShardError(LabError):
-    """A partition or record that cannot be read; recorded in ``rejects/`` with its location."""
+class NotReadyError(RunStateError):
+    """A step the request needs has not run on this run (no signals, token counts, shards, fertility
+    table, labels); the message names what is missing and the command that makes it."""
+
+
+class IntegrityError(LabError):
+    """A file differs from what the run recorded or what its format allows (a hash, a size, a format
+    version, unparseable JSON); the message names the file, expected vs found, and the fix."""
 
 
 class DiskFullError(LabError):

@@ -57,7 +57,7 @@ import pyarrow.parquet as pq
 
 from lab import query, tokenize
 from lab.config import Config, TokenizerConfig
-from lab.errors import ConfigError
+from lab.errors import ConfigError, NotReadyError
 from lab.io.run import RunLayout
 from lab.io.writers import write_json, write_parquet
 
@@ -475,6 +475,8 @@ def write(run_dir: str | Path, table: pl.DataFrame) -> None:
 def read(run_dir: str | Path) -> pl.DataFrame:
     """The table ``write`` stored for a run."""
     _, pq_path = paths(run_dir)
+    if not Path(run_dir).is_dir():
+        raise ConfigError(f"run_dir {str(run_dir)!r} does not exist; give a run directory such as runs/sample")
     if not pq_path.exists():
-        raise ConfigError(f"{pq_path} does not exist: run `corpus-lab fertility {run_dir}` first")
+        raise NotReadyError(f"{pq_path} does not exist: run `corpus-lab fertility {run_dir}` first")
     return pl.read_parquet(pq_path)

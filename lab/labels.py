@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lab import query
-from lab.errors import ConfigError
+from lab.errors import ConfigError, RunStateError
 from lab.io import labels as label_io
 from lab.query.labelling import LABELS, _snapshot
 
@@ -120,13 +120,14 @@ def compact(run: str | Path | query.Run) -> dict[str, Any]:
     read, so it stays; the merged file names the files it replaces, so a reader that lists both
     counts each label once, and a reader that finds a file gone lists the directory again. Files
     with problems (``lab.query.label_problems``) are left as they are. One compaction at a time
-    (a ``ConfigError`` if another is running). ``add`` compacts by itself once ``COMPACT_AT`` files
+    (a ``RunStateError`` if another is running). ``add`` compacts by itself once ``COMPACT_AT`` files
     have piled up. Returns ``{"merged": files merged, "labels": rows in the new file, "file": its
     name or None, "temporaries_removed": stale .tmp-* files of killed writers removed}``.
     """
     out = _compact(query.open_run(run), at_least=2)
     if out is None:
-        raise ConfigError(f"another process is compacting {query.open_run(run).layout.labels}; try again when it is done")
+        raise RunStateError(f"another process is compacting {query.open_run(run).layout.labels}; try again when it "
+                            "is done")
     return out
 
 

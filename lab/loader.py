@@ -57,7 +57,7 @@ from typing import Any
 
 import numpy as np
 
-from lab.errors import ConfigError, LabError
+from lab.errors import ConfigError, IntegrityError
 from lab.io.shards import Shard, SplitManifest, open_shard, read_manifest
 
 STATE_VERSION = 1
@@ -157,10 +157,7 @@ class TokenLoader:
     def _open(self, info) -> Shard | None:
         if info.sequences == 0:
             return None  # nothing to read (and an empty file cannot be memory-mapped)
-        shard = open_shard(self.split_dir, info, self.manifest)
-        if shard.offsets.size != info.sequences + 1:
-            raise LabError(f"{self.split_dir / info.name}.offsets.npy has {shard.offsets.size} entries, the manifest "
-                           f"says {info.sequences} sequences (+1): the shard is damaged or from another run")
+        shard = open_shard(self.split_dir, info, self.manifest)  # checked against the manifest
         # a plain ndarray view of the memmap: row slicing skips np.memmap's per-slice bookkeeping
         return Shard(shard.tokens.view(np.ndarray), shard.bounds, shard.offsets)
 
@@ -229,12 +226,13 @@ class TokenLoader:
         wrong = [f"{k}: {saved.get(k)!r} != {v!r}" for k, v in self.identity.items() if saved.get(k) != v]
         if wrong:
             raise ConfigError(f"state was saved for another split than {self.split_dir} (saved != this): "
-                              f"{'; '.join(wrong)}")
+                              f"{'; '.join(wrong)}; resume against the split it was saved for (the shards change "
+                              "when the run is rematerialized), or start the epoch fresh")
         self.set_epoch(state["epoch"])
         if state.get("order_digest") != self._order_digest():
-            raise LabError(f"epoch {self.epoch}'s order differs from the one the state was saved with (this NumPy "
-                           f"{np.__version__} permutes differently?): resuming would repeat and skip sequences; "
-                           "resume with the NumPy that saved the state, or start the epoch fresh")
+            raise IntegrityError(f"epoch {self.epoch}'s order differs from the one the state was saved with (this NumPy "
+                                 f"{np.__version__} permutes differently?): resuming would repeat and skip sequences; "
+                                 "resume with the NumPy that saved the state, or start the epoch fresh")
         self.seek(state["position"])
 
 
@@ -323,7 +321,7 @@ def _torch_dataset_class():
             import torch
             from torch.utils.data import IterableDataset, get_worker_info
         except ImportError as e:
-            raise LabError("lab.loader.torch_dataset needs PyTorch, which is not installed: pip install torch") from e
+            raise ConfigError("lab.loader.torch_dataset needs PyTorch, which is not installed: pip install torch") from e
 
         class TorchTokenDataset(IterableDataset):
             """Each DataLoader worker reads its own stream (worker_id/num_workers from

@@ -45,7 +45,7 @@ import pyarrow.parquet as pq
 
 from lab import pack, tokenize
 from lab.config import Config
-from lab.errors import LabError
+from lab.errors import IntegrityError, NotReadyError
 from lab.io.run import RunLayout
 from lab.io.shards import ShardInfo, SplitManifest, token_dtype, write_manifest, write_shard
 from lab.io.writers import atomic, read_json, write_json
@@ -89,8 +89,9 @@ def _tokenized(layout: RunLayout, sha256: str) -> list[Path]:
     for f in files:
         done = read_json(f.with_suffix(".json"))
         if done.get("sha256") != sha256:
-            raise LabError(f"{f} was counted with tokenizer {str(done.get('sha256'))[:16]}…, the run's is "
-                           f"{sha256[:16]}…; rerun `corpus-lab run` to recount")
+            raise IntegrityError(f"{f} was counted with tokenizer {str(done.get('sha256'))[:16]}…, the run's is "
+                                 f"{sha256[:16]}… ({f.with_suffix('.json').name}); rerun `corpus-lab run` with the "
+                                 "same config to recount")
     return files
 
 
@@ -107,8 +108,8 @@ def kept_tokens(cfg: Config, layout: RunLayout, sha256: str) -> tuple[np.ndarray
             ids[int(d[i])] = col[i].values.to_numpy()
     missing = [int(x) for x in kept if int(x) not in ids]
     if missing:
-        raise LabError(f"{len(missing)} kept documents have no token counts (e.g. doc_id {missing[0]}); "
-                       "rerun `corpus-lab run` to finish tokenizing")
+        raise NotReadyError(f"{len(missing)} kept documents have no token counts (e.g. doc_id {missing[0]}) in "
+                            f"{layout.tokenized_dir}; rerun `corpus-lab run` to finish tokenizing")
     return kept, [ids[int(x)] for x in kept]
 
 
@@ -164,8 +165,9 @@ def _kept_lengths(cfg: Config, layout: RunLayout, sha256: str) -> tuple[list[str
     found = (at < all_ids.size) & (all_ids[np.minimum(at, max(all_ids.size - 1, 0))] == kept) if all_ids.size else \
         np.zeros(kept.size, dtype=bool)
     if not found.all():
-        raise LabError(f"{int((~found).sum())} kept documents have no token counts (e.g. doc_id "
-                       f"{int(kept[~found][0])}); rerun `corpus-lab run` to finish tokenizing")
+        raise NotReadyError(f"{int((~found).sum())} kept documents have no token counts (e.g. doc_id "
+                            f"{int(kept[~found][0])}) in {layout.tokenized_dir}; rerun `corpus-lab run` to finish "
+                            "tokenizing")
     return keys, kept, all_counts[at].astype(np.int64)
 
 
@@ -185,8 +187,8 @@ def _slice(p: pack.Plan, a: int, b: int, split_ids: np.ndarray) -> tuple[pack.Pl
 def prepare(cfg: Config, layout: RunLayout) -> Job:
     """Order, split and plan the kept documents from their token counts; cut the plans into shards."""
     if not layout.tokenizer_fit.exists():
-        raise LabError(f"{layout.root} has no tokenizer (tokenizer/fit.json); run `corpus-lab run` with "
-                       "tokenizer.enabled: true")
+        raise NotReadyError(f"{layout.root} has no tokenizer (tokenizer/fit.json); run `corpus-lab run` with "
+                            "tokenizer.enabled: true first")
     sha = read_json(layout.tokenizer_fit)["sha256"]
     tok = tokenize.load(layout, sha)  # refuses a tokenizer.json that changed
     keys, doc_ids, counts = _kept_lengths(cfg, layout, sha)
@@ -261,8 +263,9 @@ def write_one_shard(run_dir: str, keys: list[str], task: ShardTask, dtype: np.dt
                     found[d] = col[i].values.to_numpy(zero_copy_only=False)
     missing = [int(d) for d in task.doc_ids if int(d) not in found]
     if missing:
-        raise LabError(f"shard {task.split}/{task.index}: {len(missing)} documents were not scattered (e.g. doc_id "
-                       f"{missing[0]}); rerun `corpus-lab run`")
+        raise IntegrityError(f"shard {task.split}/{task.index}: {len(missing)} documents are missing from "
+                             f"{staging(layout) / 'shuffle'} (e.g. doc_id {missing[0]}); rerun "
+                             "`corpus-lab run` with the same config to scatter them again")
     ids, ends = task.doc_ids.tolist(), task.ends.tolist()
     tokens, cu = pack.materialize(task.plan, lambda i: np.append(found[ids[i]], eod)[:ends[i]], pad_id, dtype)
     return write_shard(staging(layout) / task.split, task.index, tokens, cu, dtype)

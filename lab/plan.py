@@ -55,7 +55,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from lab.errors import ConfigError
+from lab.errors import ConfigError, NotReadyError
 from lab.io.run import RunLayout
 from lab.io.writers import read_json
 
@@ -261,15 +261,19 @@ def from_manifest(run_dir: str | Path) -> dict:
       packing appends), ``bytes_per_token`` (``kept_bytes / kept_tokens``, or None).
     - ``stage_cpu_seconds_per_byte``: stage -> the stage's CPU seconds over ``raw_bytes``.
     """
-    path = RunLayout(Path(run_dir)).manifest
+    layout = RunLayout(Path(run_dir))
+    path = layout.manifest
     if not path.is_file():
-        raise ConfigError(f"run_dir {str(run_dir)!r} has no manifest.json; make the run first with "
-                          "`corpus-lab run` (it writes runs/<name>/manifest.json)")
+        if not layout.config.is_file():
+            raise ConfigError(f"run_dir {str(run_dir)!r} is not a run directory (no config.yaml, no manifest.json); "
+                              "give a run made by `corpus-lab run` (it writes runs/<name>/manifest.json)")
+        raise NotReadyError(f"run_dir {str(run_dir)!r} has no manifest.json: its run has not finished; rerun "
+                            f"`corpus-lab run --config {layout.config}` first (it resumes)")
     m = read_json(path)
     funnel = m.get("funnel") or []
     if not funnel:
-        raise ConfigError(f"run_dir {str(run_dir)!r}: the manifest's funnel is empty (the run read no documents); "
-                          "nothing to measure retention on")
+        raise NotReadyError(f"run_dir {str(run_dir)!r}: the manifest's funnel is empty (the run read no documents); "
+                            "nothing to measure retention on: run inputs that hold documents first")
     raw = funnel[0].get("raw_bytes_in", funnel[0]["bytes_in"])  # a run from before text bytes: the same
     cpu = m.get("stage_cpu_seconds", {})
     text = funnel[0]["bytes_in"]

@@ -35,6 +35,7 @@ import math
 import re
 import struct
 import threading
+import zipfile
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -42,9 +43,8 @@ from typing import Any
 
 import numpy as np
 
-from lab.errors import ConfigError
+from lab.errors import ConfigError, IntegrityError
 
-KINDS = ("fasttext", "lab", "hf")
 MAX_CHARS = 10_000  # characters classified per document (the stage's default ``max_chars``)
 LAB_FORMAT = "corpus-lab-quality"
 LAB_FORMAT_VERSION = 1
@@ -77,7 +77,7 @@ def prefix(text: str, max_chars: int = MAX_CHARS) -> str:
 @dataclass(frozen=True)
 class ModelInfo:
     path: str  # resolved
-    kind: str  # one of KINDS
+    kind: str  # fasttext, lab or hf
     labels: tuple[str, ...]  # class names, without __label__
 
 
@@ -135,7 +135,8 @@ def fasttext_labels(path: Path) -> tuple[str, ...]:
     with open(path, "rb") as f:
         head = f.read(8 + 12 * 4 + 8 + 12 + 16)
         if len(head) < 92:
-            raise ConfigError(f"model={str(path)!r} is a truncated fastText file ({len(head)} bytes of header)")
+            raise IntegrityError(f"model={str(path)!r} is a truncated fastText file ({len(head)} bytes of header, "
+                                 "a model has at least 92): copy or download it again")
         size, nwords, nlabels = struct.unpack("<iii", head[64:76])
         if nlabels <= 0:
             raise ConfigError(f"model={str(path)!r} is a fastText model without classes (an unsupervised word-vector "
@@ -145,7 +146,8 @@ def fasttext_labels(path: Path) -> tuple[str, ...]:
             while (end := buf.find(b"\0", pos)) < 0 or end + 10 > len(buf):
                 more = f.read(1 << 20)
                 if not more:
-                    raise ConfigError(f"model={str(path)!r}: its fastText dictionary is truncated")
+                    raise IntegrityError(f"model={str(path)!r}: its fastText dictionary is truncated (the header "
+                                         f"says {size} entries, the file ends after {i}): copy or download it again")
                 buf, pos = buf[pos:] + more, 0
             if i >= nwords:
                 out.append(label_name(buf[pos:end].decode("utf-8", "replace")))
@@ -162,7 +164,8 @@ def _hf_labels(p: Path, key: str) -> tuple[str, ...]:
     try:
         cfg = json.loads(cfg_file.read_text())
     except (OSError, ValueError) as e:
-        raise ConfigError(f"{cfg_file}: not valid JSON ({e}); a HuggingFace model directory's config.json") from None
+        raise IntegrityError(f"{cfg_file}: not valid JSON ({e}); a HuggingFace model directory's config.json is: "
+                             "save the model again with save_pretrained or restore the file") from None
     archs = cfg.get("architectures") or []
     if archs and not any(a.endswith("ForSequenceClassification") for a in archs):
         raise ConfigError(f"{_where(str(p), key)} holds a {', '.join(archs)} model, not a sequence classifier: give an "
@@ -183,6 +186,9 @@ def _lab_params(p: Path, key: str) -> dict:
     try:
         with np.load(p, allow_pickle=False) as z:
             params = json.loads(str(z["params"][()]))
+    except (zipfile.BadZipFile, EOFError) as e:  # it starts like a zip, but is cut short or damaged
+        raise IntegrityError(f"{_where(str(p), key)} is a damaged or truncated .npz ({e}); restore the file or "
+                             "retrain it with `corpus-lab train-quality`") from None
     except (OSError, ValueError, KeyError) as e:
         raise ConfigError(f"{_where(str(p), key)} is a zip/npz file but not a model from `corpus-lab train-quality` "
                           f"({e}); retrain it with that command") from None

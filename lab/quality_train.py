@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from lab.errors import ConfigError
+from lab.errors import ConfigError, NotReadyError
 from lab.io.writers import atomic, write_json
 from lab.quality import LAB_FORMAT, LAB_FORMAT_VERSION, MAX_CHARS, auc, features, precision_recall, prefix, vectorizers
 from lab.stages.fields import check
@@ -118,10 +118,10 @@ def examples(run: str | Path, *, positives: str | None = None, negatives: str | 
         pos, pos_src = read_texts(positives, cfg.max_docs), {"kind": "input", "path": str(positives)}
     else:
         pos, pos_src = labelled(good), {"kind": "labels", "label": "good", "labelled": len(good)}
-    if not pos:
-        raise ConfigError(f"no positives: {run} has no documents labelled good with stored text; label some in the "
-                          "dashboard (corpus-lab serve) or pass --positives INPUT (a reference corpus: JSONL, Parquet, "
-                          "text files)")
+    if not pos:  # read_texts refuses an input without text: these are the labels
+        raise NotReadyError(f"no positives: {run} has no documents labelled good with stored text; label some in the "
+                            "dashboard (corpus-lab serve) first, or pass --positives INPUT (a reference corpus: JSONL, "
+                            "Parquet, text files)")
     if negatives and negatives != "sample":
         neg, neg_src = read_texts(negatives, cfg.max_docs), {"kind": "input", "path": str(negatives)}
     elif bad and negatives != "sample":
@@ -131,10 +131,11 @@ def examples(run: str | Path, *, positives: str | None = None, negatives: str | 
         neg = list(query.sample_texts(run, n, seed=cfg.seed, exclude=good + bad).values())
         neg_src = {"kind": "sample", "seed": cfg.seed, "requested": n}
     for name, texts in (("positives", pos), ("negatives", neg)):
-        if len(texts) < MIN_PER_CLASS:
-            raise ConfigError(f"only {len(texts)} {name} ({(pos_src if name == 'positives' else neg_src)['kind']}): "
-                              f"at least {MIN_PER_CLASS} are needed (one held out); label more documents or pass "
-                              f"--{name} INPUT")
+        src = pos_src if name == "positives" else neg_src
+        if len(texts) < MIN_PER_CLASS:  # too few labels (or run documents) is the run's state; a short file, input
+            cls = ConfigError if src["kind"] == "input" else NotReadyError
+            raise cls(f"only {len(texts)} {name} ({src['kind']}{': ' + src['path'] if 'path' in src else ''}): at "
+                      f"least {MIN_PER_CLASS} are needed (one held out); label more documents or pass --{name} INPUT")
     return pos, neg, {"positives": {**pos_src, "documents": len(pos)}, "negatives": {**neg_src, "documents": len(neg)}}
 
 

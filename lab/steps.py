@@ -36,7 +36,7 @@ from lab.io.labels import clear_run
 from lab.io.partitions import Partition, plan
 from lab.io.run import RunLayout
 from lab.io.schema import REJECTS_SCHEMA
-from lab.io.writers import read_json, write_json, write_parquet, write_text
+from lab.io.writers import read_marker, write_json, write_parquet, write_text
 from lab.manifest import merge_stats
 from lab.stages import STAGES
 
@@ -78,7 +78,7 @@ def prepare(cfg: Config, *, overwrite: bool = False) -> tuple[RunLayout, list[Pa
     parts = plan(cfg.inputs, cfg.ingest)
     layout = RunLayout(cfg.run_dir)
     if layout.manifest.exists():
-        old = read_json(layout.manifest)
+        old = read_marker(layout.manifest)  # damaged: compared partition by partition, then rewritten
         # (a run written before inputs_hash existed: its partitions are compared one by one instead)
         if old.get("inputs_hash", cfg.inputs_hash()) != cfg.inputs_hash():
             if not overwrite:
@@ -107,10 +107,7 @@ def n_buckets(cfg: Config, parts: list[Partition]) -> int:
 
 def partition_complete(layout: RunLayout, part: Partition, signals_hash: str, buckets: int, fp: dict) -> bool:
     """Whether ``part`` was annotated under this signals hash, shuffle shape and input fingerprint."""
-    p = layout.done(part.key)
-    if not p.exists():
-        return False
-    d = read_json(p)
+    d = read_marker(layout.done(part.key))
     return (d.get("signals_hash") == signals_hash and not d.get("quarantined")
             and d.get("fingerprint") == fp and d.get("shuffle_buckets") == buckets)
 
@@ -148,7 +145,7 @@ def dedup_state(cfg: Config, layout: RunLayout, parts: list[Partition], buckets:
 
 
 def dedup_complete(layout: RunLayout, state: dict) -> bool:
-    return layout.dedup_done.exists() and read_json(layout.dedup_done).get("state") == state
+    return read_marker(layout.dedup_done).get("state") == state
 
 
 def dedup_start(layout: RunLayout, parts: list[Partition], buckets: int) -> list[str]:
@@ -184,7 +181,7 @@ def tokenize_todo(layout: RunLayout, parts: list[Partition], sha: str) -> list[s
     keys = []
     for p in parts:
         done = layout.tokenized_done(p.key)
-        if layout.part("docs", p.key).exists() and not (done.exists() and read_json(done).get("sha256") == sha):
+        if layout.part("docs", p.key).exists() and read_marker(done).get("sha256") != sha:
             keys.append(p.key)
     return keys
 
@@ -192,9 +189,7 @@ def tokenize_todo(layout: RunLayout, parts: list[Partition], sha: str) -> list[s
 def tokenize_complete(cfg: Config, layout: RunLayout, parts: list[Partition]) -> bool:
     if not cfg.tokenizer.enabled:
         return True
-    if not layout.tokenizer_fit.exists():
-        return False
-    fit = read_json(layout.tokenizer_fit)
+    fit = read_marker(layout.tokenizer_fit)
     return fit.get("state") == tokenizer_state(cfg, layout, parts) and not tokenize_todo(layout, parts, fit["sha256"])
 
 
@@ -205,7 +200,7 @@ def fit_tokenizer(cfg: Config, layout: RunLayout, parts: list[Partition]) -> tup
     from lab import query, tokenize
 
     state = tokenizer_state(cfg, layout, parts)
-    fit = read_json(layout.tokenizer_fit) if layout.tokenizer_fit.exists() else {}
+    fit = read_marker(layout.tokenizer_fit)
     if fit.get("state") == state:
         return {}, fit["sha256"]
     merge_stats(layout, parts)  # percentile rules need the merged quantiles
@@ -239,11 +234,8 @@ def tokens_current(cfg: Config, layout: RunLayout) -> bool:
     """Whether tokens/ holds the shards of this config and the run's tokenizer."""
     if not cfg.tokenizer.enabled:
         return True
-    m = layout.tokens / "train" / "manifest.json"
-    if not (m.exists() and layout.tokenizer_fit.exists()):
-        return False
-    d = read_json(m)
-    return d.get("config_hash") == cfg.config_hash() and d.get("tokenizer_sha256") == read_json(layout.tokenizer_fit)["sha256"]
+    d, fit = read_marker(layout.tokens / "train" / "manifest.json"), read_marker(layout.tokenizer_fit)
+    return d.get("config_hash") == cfg.config_hash() and d.get("tokenizer_sha256") == fit.get("sha256", "-")
 
 
 def materialize_needed(cfg: Config, layout: RunLayout) -> bool:

@@ -29,7 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lab.config import TokenizerConfig
-from lab.errors import LabError
+from lab.errors import IntegrityError
 from lab.io.run import RunLayout
 from lab.io.writers import atomic, write_json, write_parquet
 
@@ -52,10 +52,6 @@ def fit(texts: Iterable[str], cfg: TokenizerConfig):
                                   show_progress=False)
     tok.train_from_iterator(texts, trainer=trainer)
     return tok
-
-
-def sha256_of(path: Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
 def save(tok, layout: RunLayout, fit_info: dict) -> str:
@@ -85,20 +81,23 @@ def load(layout: RunLayout, expected_sha256: str):
     with _cache_lock:
         if key in _cache:
             return _cache[key]
-        if not path.exists():
-            raise LabError(f"{path} does not exist: the run has no tokenizer yet (tokenizer.enabled: true fits one)")
+        refit = f"remove {layout.tokenizer_dir} and rerun `corpus-lab run` to refit and recount"
+        if not path.exists():  # the callers read expected_sha256 from tokenizer/fit.json: one was fitted
+            raise IntegrityError(f"{path} is missing, the run recorded a tokenizer of sha256 {expected_sha256[:16]}… "
+                                 f"in {layout.tokenizer_fit}; restore the file, or {refit}")
         data = path.read_bytes()
         sha = hashlib.sha256(data).hexdigest()
         if sha != expected_sha256:
-            raise LabError(f"{path} has sha256 {sha[:16]}…, the run was made with {expected_sha256[:16]}…: the "
-                           "tokenizer changed after its tokens were counted; rerun `corpus-lab run` (which refits "
-                           "and recounts) or restore the original tokenizer.json")
+            raise IntegrityError(f"{path} has sha256 {sha[:16]}…, the run recorded {expected_sha256[:16]}… "
+                                 f"in {layout.tokenizer_fit}: the tokenizer changed after its tokens were counted; "
+                                 f"restore the original tokenizer.json, or {refit}")
         tok = Tokenizer.from_str(data.decode())
         global loads
         loads += 1
         for name, want in ((EOD, 0), (PAD, 1)):
             if tok.token_to_id(name) != want:
-                raise LabError(f"{path}: special token {name} must have id {want}, has {tok.token_to_id(name)}")
+                raise IntegrityError(f"{path}: special token {name} must have id {want}, has "
+                                     f"{tok.token_to_id(name)}; restore the tokenizer.json the run fitted")
         _cache[key] = tok
         return tok
 

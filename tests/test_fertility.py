@@ -16,7 +16,7 @@ import pytest
 
 from lab import fertility, query, tokenize
 from lab.config import Config, TokenizerConfig
-from lab.errors import ConfigError
+from lab.errors import ConfigError, NotReadyError
 
 SIZES = (300, 500, 3000)  # the synthetic sample reaches 300 and 500; 3000 (the run's) stops short
 D = 1024
@@ -176,6 +176,9 @@ def test_write_read_round_trip(run, table, tmp_path):
     assert len(rows) == table.height and rows[0].keys() == set(table.columns)
     with pytest.raises(ConfigError, match="does not exist"):
         fertility.read(tmp_path / "nowhere")
+    (tmp_path / "stats" / "fertility.parquet").unlink()  # a run not compared yet: run state, not bad input
+    with pytest.raises(NotReadyError, match=r"fertility.parquet does not exist: run `corpus-lab fertility .*` first"):
+        fertility.read(tmp_path)
 
 
 def test_fertility_command_writes_the_table_lab_query_reads(run):

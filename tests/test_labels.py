@@ -21,7 +21,7 @@ import pytest
 
 from lab import cli, labels, query
 from lab.config import load
-from lab.errors import ConfigError
+from lab.errors import ConfigError, RunStateError
 from lab.io import labels as label_io
 from lab.io.run import RunLayout
 from lab.stages import STAGE_NAMES
@@ -227,7 +227,7 @@ def test_compact_merges_readable_files_only_and_keeps_every_label(run, by_stage,
 
     with label_io.compaction_lock(RunLayout(run)) as taken:
         assert taken
-        with pytest.raises(ConfigError, match="another process is compacting"):
+        with pytest.raises(RunStateError, match="another process is compacting"):  # busy, not bad input
             labels.compact(run)
 
     monkeypatch.setattr(labels, "COMPACT_AT", 6)  # add() compacts once enough files pile up

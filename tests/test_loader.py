@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lab.errors import ConfigError, LabError
+from lab.errors import ConfigError, IntegrityError, NotReadyError
 from lab.io.shards import SplitManifest, write_manifest, write_shard
 from lab.loader import TokenLoader, stream_length, torch_dataset, verify
 
@@ -167,7 +167,7 @@ def test_restoring_into_another_layout_seed_or_split_is_refused(split, tmp_path)
     fewer = make_split(tmp_path / "fewer", counts=(10, 3, 17))
     with pytest.raises(ConfigError, match="sequences: 37 != 30"):
         TokenLoader(fewer, world_size=2).load_state_dict(state)
-    with pytest.raises(LabError, match="order differs"):
+    with pytest.raises(IntegrityError, match="order differs"):
         TokenLoader(split, world_size=2).load_state_dict({**state, "order_digest": "0" * 32})
     with pytest.raises(ConfigError, match="position=99 is out of range"):
         TokenLoader(split, world_size=2).load_state_dict({**state, "position": 99})
@@ -192,12 +192,12 @@ def test_arguments_are_validated(split, kw, message):
 def test_truncated_shard_is_refused(split):
     path = split / "shard-00002.bin"
     path.write_bytes(path.read_bytes()[:-4])
-    with pytest.raises(LabError, match="truncated"):
+    with pytest.raises(IntegrityError, match="truncated"):
         TokenLoader(split)
 
 
 def test_missing_manifest_is_refused(tmp_path):
-    with pytest.raises(LabError, match="manifest.json is missing"):
+    with pytest.raises(NotReadyError, match="manifest.json is missing"):
         TokenLoader(tmp_path)
 
 
@@ -208,7 +208,7 @@ def test_torch_is_not_imported_by_the_module():
 
 @pytest.mark.skipif(importlib.util.find_spec("torch") is not None, reason="torch is installed")
 def test_torch_wrapper_without_torch_says_how_to_install(split):
-    with pytest.raises(LabError, match="pip install torch"):
+    with pytest.raises(ConfigError, match="pip install torch"):
         torch_dataset(split)
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from lab.errors import ConfigError
+from lab.errors import ConfigError, NotReadyError
 from lab.io.writers import read_json
 from lab.plan import (
     SECONDS_PER_DAY,
@@ -154,7 +154,10 @@ def test_bad_arguments_name_the_argument(call, name):
 
 
 def test_from_manifest_without_a_run(tmp_path):
-    with pytest.raises(ConfigError, match="run_dir.*no manifest.json.*corpus-lab run"):
+    with pytest.raises(ConfigError, match="run_dir.*not a run directory.*no manifest.json.*corpus-lab run"):
+        from_manifest(tmp_path)
+    (tmp_path / "config.yaml").write_text("name: started\n")  # a run that has not finished: run state
+    with pytest.raises(NotReadyError, match="run_dir.*has no manifest.json: its run has not finished.*resumes"):
         from_manifest(tmp_path)
 
 

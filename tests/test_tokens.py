@@ -14,7 +14,7 @@ import pytest
 
 from lab import engine, loader, materialize, pack, query, tokenize
 from lab.config import Config, PackConfig, build
-from lab.errors import LabError
+from lab.errors import IntegrityError
 from lab.io.run import RunLayout
 from lab.io.shards import open_shard, read_manifest
 from lab.io.writers import read_json
@@ -152,9 +152,9 @@ def test_a_changed_tokenizer_is_refused(runs, tmp_path):
     text = layout.tokenizer_json.read_text()
     layout.tokenizer_json.write_text(text.replace('"Ġthe"', '"Ġthe_"', 1))
     sha = read_json(layout.tokenizer_fit)["sha256"]
-    with pytest.raises(LabError, match="sha256"):
+    with pytest.raises(IntegrityError, match="sha256"):
         tokenize.load(layout, sha)
-    with pytest.raises(LabError, match="sha256"):
+    with pytest.raises(IntegrityError, match="sha256"):
         materialize.run(a, layout)
 
 

@@ -147,10 +147,6 @@ class DocumentViewer:
         m.page = 0
         self.refresh()
 
-    def show_stage(self, stage: str | None, *, view: str = "dropped") -> None:
-        """Show a stage's drops (from another tab)."""
-        self.kind.value, self.stage.value = view, (stage or ANY)
-
     def show_ids(self, doc_ids: list[int] | None, note: str = "") -> None:
         """Show only these documents (the labelled-good drops of a stage), or every one again."""
         self.model.doc_ids = tuple(doc_ids) if doc_ids is not None else None

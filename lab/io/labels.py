@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lab.errors import ConfigError
+from lab.errors import ConfigError, IntegrityError
 from lab.io.lock import NAME as LOCK_NAME
 from lab.io.run import RunLayout
 from lab.io.writers import atomic
@@ -108,14 +108,14 @@ def is_merged(name: str) -> bool:
 
 
 def merged_from(path: Path) -> list[str]:
-    """The label files a merged file replaces (``ValueError`` if its footer cannot be read)."""
+    """The label files a merged file replaces (``IntegrityError`` if its footer cannot be read)."""
     if not path.exists():
         raise FileNotFoundError(path)
     try:
         meta = pq.read_schema(path).metadata or {}
         return [str(n) for n in json.loads(meta[MERGED_FROM.encode()])]
     except (OSError, pa.ArrowException, KeyError, ValueError) as e:
-        raise ValueError(f"no readable list of merged files ({e})") from None
+        raise IntegrityError(f"{path}: no readable list of merged files ({e})") from None
 
 
 @contextmanager
@@ -160,15 +160,15 @@ def remove_stale_temporaries(layout: RunLayout, *, older_than: float = 3600.0) -
 
 
 def check_file(path: Path) -> pa.Table:
-    """One label file read alone: its rows, or a ``ValueError`` saying what is wrong with it."""
+    """One label file read alone: its rows, or an ``IntegrityError`` saying what is wrong with it."""
     try:
         t = pq.read_table(path)
     except FileNotFoundError:
         raise
     except (OSError, pa.ArrowException) as e:
-        raise ValueError(f"not a readable Parquet file ({e})") from None
+        raise IntegrityError(f"not a readable Parquet file ({e})") from None
     if not compatible(t.schema):
-        raise ValueError(f"wrong schema: {', '.join(f'{f.name} {f.type}' for f in t.schema)}; "
+        raise IntegrityError(f"wrong schema: {', '.join(f'{f.name} {f.type}' for f in t.schema)}; "
                          f"expected {', '.join(f'{f.name} {f.type}' for f in SCHEMA)}")
     return t.select(SCHEMA.names).cast(SCHEMA, safe=False)  # not safe: a time in ns is cut to us
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from lab.errors import LabError
+from lab.errors import IntegrityError, NotReadyError
 from lab.io.writers import atomic, read_json, write_json, write_npy
 
 MANIFEST = "manifest.json"
@@ -104,14 +104,22 @@ def write_manifest(directory: Path, manifest: SplitManifest) -> None:
 
 
 def read_manifest(directory: Path) -> SplitManifest:
+    """A split's manifest: ``NotReadyError`` if the split has none yet, ``IntegrityError`` if it is damaged
+    or of another format version."""
     p = Path(directory) / MANIFEST
     if not p.exists():
-        raise LabError(f"{directory} holds no token shards ({MANIFEST} is missing); run `corpus-lab run` "
-                       "with tokenize enabled first")
-    m = SplitManifest.from_json(read_json(p))
-    if m.format_version != FORMAT_VERSION:
-        raise LabError(f"{p}: token shard format {m.format_version}, this corpus-lab reads {FORMAT_VERSION}")
-    return m
+        raise NotReadyError(f"{directory} holds no token shards ({MANIFEST} is missing); run `corpus-lab run` with "
+                            "tokenizer.enabled: true (and a config that keeps documents) first")
+    d = read_json(p)
+    if not isinstance(d, dict) or d.get("format_version", FORMAT_VERSION) != FORMAT_VERSION:
+        found = d.get("format_version") if isinstance(d, dict) else type(d).__name__
+        raise IntegrityError(f"{p}: token shard format {found!r}, this corpus-lab reads format {FORMAT_VERSION}; "
+                             "rematerialize the shards with this corpus-lab (`corpus-lab run` with the same config)")
+    try:
+        return SplitManifest.from_json(d)
+    except (KeyError, TypeError) as e:
+        raise IntegrityError(f"{p} is not a token split manifest ({type(e).__name__}: {e}); rerun `corpus-lab run` "
+                             "with the same config to rewrite the shards") from None
 
 
 @dataclass
@@ -127,10 +135,30 @@ class Shard:
 
 
 def open_shard(directory: Path, info: ShardInfo, manifest: SplitManifest) -> Shard:
+    """A shard's files, checked against the manifest (``IntegrityError`` naming the file that differs)."""
     directory = Path(directory)
-    tokens = np.memmap(directory / f"{info.name}.bin", dtype=np.dtype(manifest.dtype).newbyteorder("<"), mode="r")
+    fix = "rerun `corpus-lab run` with the same config to rewrite the split (or restore the file)"
+    base = directory / info.name
+    try:
+        tokens = np.memmap(f"{base}.bin", dtype=np.dtype(manifest.dtype).newbyteorder("<"), mode="r")
+    except (OSError, ValueError) as e:  # missing, or empty (an empty file cannot be mapped)
+        raise IntegrityError(f"{base}.bin cannot be read ({e}), the manifest says {info.sequences} x "
+                             f"{manifest.seq_len} tokens; {fix}") from None
     if tokens.size != info.sequences * manifest.seq_len:
-        raise LabError(f"{directory / info.name}.bin holds {tokens.size} tokens, the manifest says "
-                       f"{info.sequences} x {manifest.seq_len}: the shard is truncated or from another run")
-    return Shard(tokens.reshape(info.sequences, manifest.seq_len), np.load(directory / f"{info.name}.bounds.npy"),
-                 np.load(directory / f"{info.name}.offsets.npy"))
+        raise IntegrityError(f"{base}.bin holds {tokens.size} tokens, the manifest says {info.sequences} x "
+                             f"{manifest.seq_len}: the shard is truncated or from another run; {fix}")
+    arrays = []
+    for kind, dtype in (("bounds", np.int32), ("offsets", np.int64)):
+        try:
+            a = np.load(f"{base}.{kind}.npy")
+        except (OSError, ValueError, EOFError) as e:  # missing, truncated, or not an .npy file
+            raise IntegrityError(f"{base}.{kind}.npy cannot be read ({e}); {fix}") from None
+        if a.ndim != 1 or a.dtype != dtype:
+            raise IntegrityError(f"{base}.{kind}.npy holds {a.dtype} of shape {a.shape}, a shard's {kind} are 1-D "
+                                 f"{np.dtype(dtype)}; {fix}")
+        arrays.append(a)
+    bounds, offsets = arrays
+    if offsets.size != info.sequences + 1:
+        raise IntegrityError(f"{base}.offsets.npy has {offsets.size} entries, the manifest says {info.sequences} "
+                             f"sequences (+1): the shard is damaged or from another run; {fix}")
+    return Shard(tokens.reshape(info.sequences, manifest.seq_len), bounds, offsets)

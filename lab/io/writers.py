@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lab.errors import DiskFullError
+from lab.errors import DiskFullError, IntegrityError
 
 ROW_GROUP_ROWS = 8192  # rows per Parquet row group: small enough to page, large enough to scan fast
 
@@ -115,7 +115,23 @@ def write_text(text: str, path: Path) -> None:
 
 
 def read_json(path: Path) -> Any:
-    return json.loads(Path(path).read_text())
+    """A JSON file corpus-lab wrote; ``IntegrityError`` naming the file if it does not parse (every
+    writer here is atomic, so that is a file damaged or edited since)."""
+    try:
+        return json.loads(Path(path).read_bytes())
+    except (ValueError, UnicodeDecodeError) as e:  # JSONDecodeError is a ValueError
+        raise IntegrityError(f"{path} is not valid JSON ({e}): the file is damaged or was edited; rerun the step "
+                             "that writes it (`corpus-lab run` with the same config, or --overwrite) or restore "
+                             "the file") from None
+
+
+def read_marker(path: Path) -> dict:
+    """A step's done marker: its JSON, or {} when it is missing or damaged (the step then runs again,
+    which rewrites it)."""
+    try:
+        return read_json(path)
+    except (FileNotFoundError, IntegrityError):
+        return {}
 
 
 def _default(o: Any) -> Any:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 import pyarrow as pa
 
+from lab.errors import IntegrityError
 from lab.io.run import RunLayout
 from lab.io.writers import read_parquet_group, write_parquet, write_parquet_groups
 from lab.neardup.forest import Forest, spanning_forest
@@ -92,7 +93,8 @@ class _NpyRows:
             shape, fortran, dtype = read_header(f)
             self.offset = f.tell()
         if fortran:
-            raise ValueError(f"{path}: a Fortran-order array; corpus-lab writes C order")
+            raise IntegrityError(f"{path}: a Fortran-order array, corpus-lab writes C order: the file was replaced; "
+                                 "rerun `corpus-lab run --overwrite` to annotate the run again")
         self.path, self.shape, self.dtype = path, shape, np.dtype(dtype)
         self.row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * self.dtype.itemsize
 

@@ -52,7 +52,6 @@ from lab.query.run import (  # noqa: F401
 )
 from lab.query.compile import (  # noqa: F401
     _check_columns,
-    _compare,
     _failure_in,
     _literal,
     _reason_of,
@@ -63,23 +62,14 @@ from lab.query.compile import (  # noqa: F401
     predicate,
 )
 from lab.query.neardup import (  # noqa: F401
-    _NEAR_STAGE,
     CLUSTER_CONFIG_SORTS,
     CLUSTER_MEMO,
     CLUSTER_PAGE,
     CLUSTER_SORTS,
     PairJaccard,
     _apply_near,
-    _cluster_base,
-    _cluster_fates,
-    _cluster_table,
     _edges,
     _grid_col,
-    _keep_policy,
-    _later_code,
-    _member_codes,
-    _members_sql,
-    _memo,
     _near_index,
     _near_ranks,
     _with_near,
@@ -116,7 +106,6 @@ from lab.query.funnels import (  # noqa: F401
     signal_summary,
 )
 from lab.query.tokens import (  # noqa: F401
-    _fertility,
     fertility,
     fertility_comparison,
     packing,

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from lab.config import Config
-from lab.errors import ConfigError
+from lab.errors import ConfigError, NotReadyError, RunStateError
 from lab.query.run import Run, _ident, _q
 from lab.rules import Rule
 from lab.select import ruleset
@@ -101,9 +101,9 @@ def _check_columns(run: Run, names: Sequence[str]) -> None:
     for n in names:
         if n not in run.columns:
             if n in signals_schema().names:  # a stage this run was made without (an older corpus-lab)
-                raise ConfigError(f"signal {n!r} is not in this run: it was made before that signal's stage existed; "
-                                  f"rerun it (`corpus-lab run --config {run.layout.root / 'config.yaml'}`: its "
-                                  "partitions are annotated again with every stage of this version)")
+                raise NotReadyError(f"signal {n!r} is not in this run: it was made before that signal's stage "
+                                    f"existed; rerun it (`corpus-lab run --config {run.layout.config}`: its "
+                                    "partitions are annotated again with every stage of this version)")
             raise ConfigError(f"signal {n!r} is not in this run; known: {', '.join(run.columns)}")
 
 
@@ -199,8 +199,8 @@ def _rules(r: Run, config: Config) -> list[Rule]:
     rules = ruleset(config, r.stats())
     _check_columns(r, [x.signal for x in rules])
     if r.config is not None and r.config.mode == "batch" and ruleset(r.config) != rules:
-        raise ConfigError(f"{r.layout.root} is a batch run: it answers only for the thresholds it ran with; "
-                          "run the inputs with mode: explore to move thresholds afterwards")
+        raise RunStateError(f"{r.layout.root} is a batch run: it answers only for the thresholds it ran with; "
+                            "run the inputs with mode: explore to move thresholds afterwards")
     return rules
 
 

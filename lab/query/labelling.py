@@ -39,7 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lab.config import Config
-from lab.errors import ConfigError
+from lab.errors import ConfigError, IntegrityError, RunStateError
 from lab.io import labels as label_io
 from lab.io.run import RunLayout
 from lab.query.compile import _reason_of, _rules, codes_sql
@@ -114,7 +114,7 @@ def _scan(cur: duckdb.DuckDBPyConnection, d: Path, names: list[str]) -> tuple[li
         raise _Vanished(names[0])
     try:
         t = label_io.check_file(path)  # says what is wrong, in terms of the file
-    except ValueError as e:
+    except IntegrityError as e:
         return [], {names[0]: str(e)}
     except FileNotFoundError:
         raise _Vanished(names[0]) from None
@@ -157,8 +157,8 @@ def _snapshot(run: str | Path | Run) -> _Snapshot:
                 return snap
             except _Vanished:
                 continue
-        raise ConfigError(f"{layout.labels}: label files kept disappearing while being read ({READ_ATTEMPTS} tries); "
-                          "is a compaction running in a loop? try again")
+        raise RunStateError(f"{layout.labels}: label files kept disappearing while being read ({READ_ATTEMPTS} tries); "
+                            "is a compaction running in a loop? try again")
 
 
 def _refresh(r: Run, snap: _Snapshot, listed: list[str], todo: set[str]) -> None:
@@ -174,7 +174,7 @@ def _refresh(r: Run, snap: _Snapshot, listed: list[str], todo: set[str]) -> None
                 sources[n] = label_io.merged_from(d / n)
             except FileNotFoundError:
                 raise _Vanished(n) from None
-            except ValueError:  # unreadable: scanned below, and reported there
+            except IntegrityError:  # unreadable: scanned below, and reported there
                 pass
     superseded = {s for srcs in sources.values() for s in srcs}
     stamps = {n: label_io.stamp(layout, n) for n in todo}  # before reading: a later change is seen next time

@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from lab import neardup
 from lab.config import Config, load
-from lab.errors import ConfigError
+from lab.errors import ConfigError, NotReadyError
 from lab.io.run import RunLayout
 from lab.io.schema import numeric_signals
 from lab.io.writers import read_json
@@ -120,7 +120,11 @@ def open_run(run: str | Path | Run, *, in_memory: bool = False, refresh: bool = 
     root = Path(run).resolve()
     layout = RunLayout(root)
     if not any(layout.signals.glob("part-*.parquet")):
-        raise ConfigError(f"{str(run)!r} is not a corpus-lab run (no signals/part-*.parquet); run `corpus-lab run` first")
+        if not layout.config.is_file():
+            raise ConfigError(f"{str(run)!r} is not a corpus-lab run (no config.yaml, no signals/); give a run "
+                              "directory such as runs/sample, made by `corpus-lab run`")
+        raise NotReadyError(f"{str(run)!r} has no signals yet (signals/part-*.parquet): its run did not annotate any "
+                            f"partition; run (or resume) `corpus-lab run --config {layout.config}` first")
     key = (str(root), in_memory)
     with _lock:
         if key in _runs and not refresh:

@@ -15,7 +15,7 @@ import polars as pl
 import pyarrow as pa
 
 from lab.config import Config
-from lab.errors import ConfigError
+from lab.errors import ConfigError, NotReadyError
 from lab.io.writers import read_json
 from lab.query.compile import _rules, codes_sql
 from lab.query.neardup import _with_near
@@ -64,8 +64,8 @@ def token_counts(run: str | Path | Run) -> pl.DataFrame:
     r = open_run(run)
     files = r.layout.tokenized_dir / "part-*.parquet"
     if not any(r.layout.tokenized_dir.glob("part-*.parquet")):
-        raise ConfigError(f"{r.layout.root} has no token counts (tokenized/); run `corpus-lab run` with "
-                          "tokenizer.enabled: true")
+        raise NotReadyError(f"{r.layout.root} has no token counts (tokenized/); run `corpus-lab run` with "
+                            "tokenizer.enabled: true first")
     return r.cursor().sql(f"SELECT doc_id, n_tokens, words, continued_words FROM read_parquet({_q(str(files))}) "
                           "ORDER BY doc_id").pl()
 
@@ -115,7 +115,7 @@ def fertility_comparison(run: str | Path | Run) -> pl.DataFrame:
     r = open_run(run)
     p = r.layout.fertility[1]
     if not p.exists():
-        raise ConfigError(f"{p} does not exist: run `corpus-lab fertility {r.layout.root}` first")
+        raise NotReadyError(f"{p} does not exist: run `corpus-lab fertility {r.layout.root}` first")
     return r.cursor().sql(f"SELECT * FROM read_parquet({_q(str(p))})").pl()
 
 
@@ -125,6 +125,7 @@ def packing(run: str | Path | Run) -> pl.DataFrame:
     r = open_run(run)
     p = r.layout.packing_stats
     if not p.exists():
-        raise ConfigError(f"{r.layout.root} has no packing table ({p}); run `corpus-lab run` with tokenizer.enabled: true")
+        raise NotReadyError(f"{r.layout.root} has no packing table ({p}); run `corpus-lab run` with "
+                            "tokenizer.enabled: true first")
     rows = [{"strategy": k.split("@")[0], "seq_len": int(k.split("@")[1]), **v} for k, v in read_json(p)["train"].items()]
     return pl.DataFrame(rows).sort("strategy", "seq_len")
