@@ -117,11 +117,12 @@ def test_conservation_rejects_and_scrubbed_text(synthetic, one_worker_run):
     assert pages == 20
 
 
-def test_two_workers_byte_identical_to_one(synthetic, one_worker_run, tmp_path):
+def test_two_workers_byte_identical_to_one(synthetic, one_worker_run, tmp_path, local_cluster):
+    # two worker processes (the session's LocalCluster) against one task at a time (in this process)
     cfg = config(synthetic, tmp_path, "two", workers=2, ingest=IngestConfig(partition_bytes=256 * 1024))
     one = config(synthetic, tmp_path, "one-split", workers=1, ingest=IngestConfig(partition_bytes=256 * 1024))
-    engine.run(cfg, progress=False)
-    engine.run(one, progress=False)
+    engine.run(cfg, progress=False, client=local_cluster)
+    engine.run(one, progress=False, client=INPROC)
     assert_identical(cfg.run_dir, one.run_dir)
     # the split run has the same documents and signals as the unsplit one
     a = query.signal_rows(cfg.run_dir)
@@ -167,7 +168,7 @@ def test_an_input_rewritten_with_the_same_size_and_mtime_is_read_again(tmp_path)
     assert sha[str(f)] == __import__("hashlib").sha256(new.encode()).hexdigest()
 
 
-def test_the_annotate_bar_moves_within_a_partition(tmp_path, capsys):
+def test_the_annotate_bar_moves_within_a_partition(tmp_path, capsys, local_cluster):
     # one partition of a few seconds' work: before, the bar sat at 0% until the whole partition was done
     import json
     import random
@@ -177,7 +178,7 @@ def test_the_annotate_bar_moves_within_a_partition(tmp_path, capsys):
     src = tmp_path / "one.jsonl"
     src.write_text("".join(json.dumps({"id": str(i), "text": sample.english_doc(rng)}) + "\n" for i in range(1000)))
     cfg = config(src, tmp_path / "runs", "bar", tokenizer=TokenizerConfig(enabled=False))  # the annotate bar only
-    engine.run(cfg, progress=True)
+    engine.run(cfg, progress=True, client=local_cluster)  # the workers report their progress
     err = capsys.readouterr().err
     shown = [int(p) for p in re.findall(r"annotate:\s+(\d+)%", err)]
     assert shown and shown[-1] == 100, err[-2000:]
@@ -246,7 +247,7 @@ def test_sigkill_mid_run_then_resume_is_byte_identical(synthetic, tmp_path):
     done = len(list(stats.glob("part-*.json")))
     total = len(list(range(0, src.stat().st_size, 32768)))
     assert 0 < done < total, (done, total)
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = subprocess.run([*cmd, "--in-process"], capture_output=True, text=True)  # the resume is the engine's
     assert r.returncode == 0, r.stderr
     assert f"{done} reused" in r.stdout or "reused" in r.stdout
     ref = build(Config, {"name": "ref", "output_dir": str(tmp_path), "inputs": [{"path": str(src)}],

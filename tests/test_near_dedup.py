@@ -5,7 +5,8 @@ from __future__ import annotations
 import filecmp
 import json
 import random
-import tracemalloc
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +31,8 @@ def exact_jaccard(a: str, b: str, ngram: int = 5) -> float:
 
 def run_jsonl(tmp: Path, name: str, texts: list[str], *, workers: int = 1, partition_bytes: int = 1 << 26,
               stages: StagesConfig | None = None, client: object = engine.INPROCESS, **nd_kw) -> Config:
-    """Run ``texts`` as one JSONL file; in this process unless ``client`` is None (a LocalCluster of ``workers``)."""
+    """Run ``texts`` as one JSONL file; in this process unless ``client`` is a cluster's (None: a LocalCluster of
+    ``workers``)."""
     src = tmp / "inputs" / str(hash(tuple(texts)) & 0xFFFFFFFF) / "docs.jsonl"  # same texts, same file, same ids
     src.parent.mkdir(parents=True, exist_ok=True)
     data = "".join(json.dumps({"id": f"doc-{i}", "text": t}) + "\n" for i, t in enumerate(texts))
@@ -159,13 +161,13 @@ def test_diff_reconstructs_both_texts():
 
 
 @pytest.fixture(scope="module")
-def near_runs(tmp_path_factory):
+def near_runs(tmp_path_factory, local_cluster):
     """The same corpus in many partitions run in this process (one bucket per partition) and on a
-    LocalCluster of 2 workers with 3 shuffle buckets."""
+    LocalCluster of 2 workers (the session's) with 3 shuffle buckets."""
     tmp = tmp_path_factory.mktemp("near")
     texts, pairs = corpus(90, seed=1)
     one = run_jsonl(tmp, "one", texts, workers=1, partition_bytes=16384)
-    two = run_jsonl(tmp, "two", texts, workers=2, partition_bytes=16384, shuffle_buckets=3, client=None)
+    two = run_jsonl(tmp, "two", texts, workers=2, partition_bytes=16384, shuffle_buckets=3, client=local_cluster)
     return texts, pairs, one, two
 
 
@@ -334,20 +336,39 @@ def test_cluster_browser_queries(synthetic_run):
         query.clusters(run_dir, sort="bytes")
 
 
-def _peak_reduce_bytes(cfg: Config) -> int:
-    """Peak Python/numpy allocation of the largest reduce task of a run (tracemalloc)."""
-    layout = RunLayout(cfg.run_dir)
+# Peak Python/numpy allocation of the largest reduce task of each run given (tracemalloc), in a fresh
+# interpreter: tracemalloc counts every thread's allocations, and this process may hold a Dask client
+# (the session's LocalCluster) whose threads allocate meanwhile.
+PEAK_REDUCE = """
+import json, sys, tracemalloc
+from pathlib import Path
+from lab import neardup
+from lab.config import load
+from lab.io.run import RunLayout
+
+peaks = []
+for run_dir in sys.argv[1:]:
+    cfg, layout = load(run_dir + "/config.yaml"), RunLayout(Path(run_dir))
     keys = sorted(p.name[5:-8] for p in layout.signals.glob("part-*.parquet"))
     buckets = json.loads(layout.dedup_done.read_text())["buckets"]
     for b in range(buckets):  # warm-up: first-use imports and caches are not the task's data
-        neardup.reduce_bucket(cfg.run_dir, b, keys, cfg.stages.near_dedup)
+        neardup.reduce_bucket(run_dir, b, keys, cfg.stages.near_dedup)
     peak = 0
     for b in range(buckets):
         tracemalloc.start()
-        neardup.reduce_bucket(cfg.run_dir, b, keys, cfg.stages.near_dedup)
+        neardup.reduce_bucket(run_dir, b, keys, cfg.stages.near_dedup)
         peak = max(peak, tracemalloc.get_traced_memory()[1])
         tracemalloc.stop()
-    return peak
+    peaks.append(peak)
+print(json.dumps(peaks))
+"""
+
+
+def _peak_reduce_bytes(*cfgs: Config) -> list[int]:
+    r = subprocess.run([sys.executable, "-c", PEAK_REDUCE, *(str(c.run_dir) for c in cfgs)], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
 
 
 def test_reduce_memory_does_not_grow_with_corpus_size(tmp_path):
@@ -358,7 +379,7 @@ def test_reduce_memory_does_not_grow_with_corpus_size(tmp_path):
     n_small = len(list(RunLayout(small.run_dir).signals.glob("*.parquet")))
     n_large = len(list(RunLayout(large.run_dir).signals.glob("*.parquet")))
     assert n_large >= 3 * n_small
-    a, b = _peak_reduce_bytes(small), _peak_reduce_bytes(large)
+    a, b = _peak_reduce_bytes(small, large)
     print(f"\npeak reduce-task allocation: {a / 1e6:.3f} MB at 150 documents, {b / 1e6:.3f} MB at 600")
     assert b < 1.5 * a
 
