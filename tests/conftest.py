@@ -104,3 +104,15 @@ def local_cluster(tmp_path_factory):
     cfg = Config(name="cluster", output_dir=str(tmp_path_factory.mktemp("cluster")), engine=EngineConfig(n_workers=2))
     with engine.client_for(cfg) as client:
         yield client
+
+
+# --- several test processes (pytest -n N --dist loadfile, pyproject's addopts) ------------------------
+# Each test file is one unit of work, so its module fixtures (a dashboard server, a cluster run) are
+# built once; the longest files are handed out first, so that the processes finish together.
+LONGEST_FIRST = ("test_cluster.py", "test_browser.py", "test_cli.py", "test_query_browse.py", "test_engine.py",
+                 "test_notebooks.py", "test_near_dedup.py", "test_tokens.py", "test_labels.py")  # measured wall times
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the order within a file stays

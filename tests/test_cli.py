@@ -97,7 +97,7 @@ def test_ctrl_c_prints_one_line_and_the_rerun_resumes(tmp_path):
     for k in range(6):  # several partitions: an interruption lands between them
         (tmp_path / "in" / f"{k}.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs[k::6]))
     (tmp_path / "c.yaml").write_text(f"name: i\noutput_dir: {tmp_path}/runs\ninputs: [{{path: {tmp_path}/in}}]\n"
-                                     "engine: {n_workers: 1}\n")
+                                     "tokenizer: {enabled: false}\nengine: {n_workers: 1}\n")
     p = subprocess.Popen([sys.executable, "-m", "lab.cli", "run", "--config", str(tmp_path / "c.yaml"), "--no-progress"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     stats = tmp_path / "runs" / "i" / "stats"
@@ -123,7 +123,7 @@ def test_two_runs_on_one_directory_the_second_fails_at_once_naming_the_first(tmp
     (tmp_path / "in.jsonl").write_text("".join(json.dumps({"id": str(i), "text": sample.english_doc(rng)}) + "\n"
                                                for i in range(40)))
     (tmp_path / "c.yaml").write_text(f"name: two\noutput_dir: {tmp_path}/runs\ninputs: [{{path: {tmp_path}/in.jsonl}}]\n"
-                                     "engine: {n_workers: 1}\n")
+                                     "tokenizer: {enabled: false}\nengine: {n_workers: 1}\n")
     cmd = [sys.executable, "-m", "lab.cli", "run", "--config", str(tmp_path / "c.yaml"), "--no-progress"]
     procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outs = [p.communicate(timeout=600) for p in procs]

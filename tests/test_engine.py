@@ -190,7 +190,7 @@ def test_a_stage_version_bump_annotates_again(synthetic, tmp_path, monkeypatch):
     # rerun annotates every partition again, in the same run directory, and gives the same outputs here
     from lab.stages import gopher_quality
 
-    cfg = config(synthetic, tmp_path, "bump")
+    cfg = config(synthetic, tmp_path, "bump", tokenizer=TokenizerConfig(enabled=False))  # the signals are the point
     first = engine.run(cfg, progress=False, client=INPROC)
     before = {str(p.relative_to(cfg.run_dir)): p.read_bytes() for p in Path(cfg.run_dir).glob("signals/part-*.parquet")}
     monkeypatch.setattr(gopher_quality, "VERSION", gopher_quality.VERSION + 1)
@@ -235,7 +235,7 @@ def test_sigkill_mid_run_then_resume_is_byte_identical(synthetic, tmp_path):
     src = synthetic / "documents.jsonl"
     yaml = tmp_path / "kill.yaml"
     yaml.write_text(f"name: killed\noutput_dir: {tmp_path}\ninputs: [{{path: {src}}}]\n"
-                    "ingest: {partition_bytes: 32768}\nengine: {n_workers: 2}\n")
+                    "ingest: {partition_bytes: 32768}\ntokenizer: {enabled: false}\nengine: {n_workers: 2}\n")
     cmd = [sys.executable, "-m", "lab.cli", "run", "--config", str(yaml), "--no-progress"]
     proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     stats = tmp_path / "killed" / "stats"
@@ -251,7 +251,7 @@ def test_sigkill_mid_run_then_resume_is_byte_identical(synthetic, tmp_path):
     assert r.returncode == 0, r.stderr
     assert f"{done} reused" in r.stdout or "reused" in r.stdout
     ref = build(Config, {"name": "ref", "output_dir": str(tmp_path), "inputs": [{"path": str(src)}],
-                         "ingest": {"partition_bytes": 32768}, "engine": {"n_workers": 1}})
+                         "ingest": {"partition_bytes": 32768}, "tokenizer": {"enabled": False}, "engine": {"n_workers": 1}})
     engine.run(ref, progress=False, client=INPROC)
     assert_identical(tmp_path / "killed", ref.run_dir)
 

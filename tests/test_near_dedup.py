@@ -15,7 +15,7 @@ import pytest
 from datasketch import LeanMinHash, MinHash
 
 from lab import engine, neardup, query, sample
-from lab.config import Config, EngineConfig, IngestConfig, InputConfig, StagesConfig, build, load
+from lab.config import Config, EngineConfig, IngestConfig, InputConfig, StagesConfig, TokenizerConfig, build, load
 from lab.errors import ConfigError
 from lab.io.run import RunLayout
 from lab.neardup import signature as sg
@@ -30,7 +30,8 @@ def exact_jaccard(a: str, b: str, ngram: int = 5) -> float:
 
 
 def run_jsonl(tmp: Path, name: str, texts: list[str], *, workers: int = 1, partition_bytes: int = 1 << 26,
-              stages: StagesConfig | None = None, client: object = engine.INPROCESS, **nd_kw) -> Config:
+              stages: StagesConfig | None = None, client: object = engine.INPROCESS, tokenizer: bool = True,
+              **nd_kw) -> Config:
     """Run ``texts`` as one JSONL file; in this process unless ``client`` is a cluster's (None: a LocalCluster of
     ``workers``)."""
     src = tmp / "inputs" / str(hash(tuple(texts)) & 0xFFFFFFFF) / "docs.jsonl"  # same texts, same file, same ids
@@ -42,7 +43,8 @@ def run_jsonl(tmp: Path, name: str, texts: list[str], *, workers: int = 1, parti
     if nd_kw:
         stages = build(StagesConfig, {**_plain(stages), "near_dedup": {**_plain(stages.near_dedup), **nd_kw}})
     cfg = Config(name=name, output_dir=str(tmp / "runs"), inputs=(InputConfig(path=str(src)),),
-                 ingest=IngestConfig(partition_bytes=partition_bytes), stages=stages, engine=EngineConfig(n_workers=workers))
+                 ingest=IngestConfig(partition_bytes=partition_bytes), stages=stages, engine=EngineConfig(n_workers=workers),
+                 tokenizer=TokenizerConfig(enabled=tokenizer))
     engine.run(cfg, progress=False, client=client)
     return cfg
 
@@ -374,8 +376,8 @@ def _peak_reduce_bytes(*cfgs: Config) -> list[int]:
 def test_reduce_memory_does_not_grow_with_corpus_size(tmp_path):
     """One bucket per partition: a reduce task holds about one partition's band records and pairs,
     whatever the corpus size (4x the documents here)."""
-    small = run_jsonl(tmp_path, "small", corpus(150, seed=2)[0], partition_bytes=196608)
-    large = run_jsonl(tmp_path, "large", corpus(600, seed=2)[0], partition_bytes=196608)
+    small = run_jsonl(tmp_path, "small", corpus(150, seed=2)[0], partition_bytes=196608, tokenizer=False)
+    large = run_jsonl(tmp_path, "large", corpus(600, seed=2)[0], partition_bytes=196608, tokenizer=False)
     n_small = len(list(RunLayout(small.run_dir).signals.glob("*.parquet")))
     n_large = len(list(RunLayout(large.run_dir).signals.glob("*.parquet")))
     assert n_large >= 3 * n_small
