@@ -8,11 +8,38 @@ if str(ROOT) not in sys.path:
 os.environ.setdefault("PYTHONPATH", str(ROOT))
 
 
+import contextlib  # noqa: E402
+import fcntl  # noqa: E402
+
 import pytest  # noqa: E402
 
 # Runs that tests only read are built once per session, in this process (``engine.run(cfg,
 # client="inprocess")``: the same bytes as on a LocalCluster, tests/test_cluster.py holds them equal).
 # Tests that write into a run work on a copy (shutil.copytree keeps the mtimes a rerun compares).
+# With several test processes (pytest -n), "once per session" is once for all of them: ``built_once``.
+
+
+@contextlib.contextmanager
+def built_once(tmp_path_factory, name: str):
+    """``with built_once(tmp_path_factory, name) as (path, todo):`` -- a directory ``path`` shared by the
+    session's test processes; ``todo`` is true in the one process that must build it, the others wait
+    (flock) until it has been built and then read it as it is."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # basetemp/popen-gwN: the parent is the run's, common to every worker
+    path = base / f"shared-{name}"
+    done = base / f"shared-{name}.done"
+    with open(base / f"shared-{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, or when the process dies
+        todo = not done.exists()
+        if todo:
+            import shutil
+
+            shutil.rmtree(path, ignore_errors=True)  # left by a process that died while building it
+            path.mkdir()
+        yield path, todo
+        if todo:
+            done.touch()
 
 
 @pytest.fixture(scope="session")
@@ -21,7 +48,10 @@ def synthetic_src(tmp_path_factory) -> Path:
     truncated.jsonl.gz and pages.warc.gz, built once per session."""
     from lab import sample
 
-    return sample.build(root=tmp_path_factory.mktemp("data") / "sample", real=False) / "synthetic"
+    with built_once(tmp_path_factory, "data") as (root, todo):
+        if todo:
+            sample.build(root=root / "sample", real=False)
+    return root / "sample" / "synthetic"
 
 
 @pytest.fixture(scope="session")
@@ -31,9 +61,11 @@ def synthetic_run_dir(synthetic_src, tmp_path_factory) -> Path:
     from lab import engine
     from lab.config import Config, EngineConfig, InputConfig
 
-    cfg = Config(name="synthetic", output_dir=str(tmp_path_factory.mktemp("runs")),
-                 inputs=(InputConfig(path=str(synthetic_src)),), engine=EngineConfig(n_workers=1))
-    engine.run(cfg, progress=False, client=engine.INPROCESS)
+    with built_once(tmp_path_factory, "synthetic-run") as (out, todo):
+        cfg = Config(name="synthetic", output_dir=str(out), inputs=(InputConfig(path=str(synthetic_src)),),
+                     engine=EngineConfig(n_workers=1))
+        if todo:
+            engine.run(cfg, progress=False, client=engine.INPROCESS)
     return cfg.run_dir
 
 
@@ -54,6 +86,33 @@ def tokens_run(synthetic_src, tmp_path_factory):
     session for the tokens, fertility and planner tests."""
     from lab import engine
 
-    cfg = tokens_config(synthetic_src, tmp_path_factory.mktemp("runs"), "tokens")
-    engine.run(cfg, progress=False, client=engine.INPROCESS)
+    with built_once(tmp_path_factory, "tokens-run") as (out, todo):
+        cfg = tokens_config(synthetic_src, out, "tokens")
+        if todo:
+            engine.run(cfg, progress=False, client=engine.INPROCESS)
     return cfg
+
+
+@pytest.fixture(scope="session")
+def local_cluster(tmp_path_factory):
+    """A LocalCluster of 2 one-thread worker processes (``engine.client_for``: the settings of
+    ``corpus-lab run``) and its client, started once per test process for the tests that need real
+    workers but not a cluster of their own: ``engine.run(cfg, client=local_cluster)``."""
+    from lab import engine
+    from lab.config import Config, EngineConfig
+
+    cfg = Config(name="cluster", output_dir=str(tmp_path_factory.mktemp("cluster")), engine=EngineConfig(n_workers=2))
+    with engine.client_for(cfg) as client:
+        yield client
+
+
+# --- several test processes (pytest -n N --dist loadfile, pyproject's addopts) ------------------------
+# Each test file is one unit of work, so its module fixtures (a dashboard server, a cluster run) are
+# built once; the longest files are handed out first, so that the processes finish together.
+LONGEST_FIRST = ("test_cluster.py", "test_browser.py", "test_cli.py", "test_query_browse.py", "test_engine.py",
+                 "test_notebooks.py", "test_near_dedup.py", "test_tokens.py", "test_labels.py")  # measured wall times
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the order within a file stays

@@ -97,7 +97,7 @@ def test_ctrl_c_prints_one_line_and_the_rerun_resumes(tmp_path):
     for k in range(6):  # several partitions: an interruption lands between them
         (tmp_path / "in" / f"{k}.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs[k::6]))
     (tmp_path / "c.yaml").write_text(f"name: i\noutput_dir: {tmp_path}/runs\ninputs: [{{path: {tmp_path}/in}}]\n"
-                                     "engine: {n_workers: 1}\n")
+                                     "tokenizer: {enabled: false}\nengine: {n_workers: 1}\n")
     p = subprocess.Popen([sys.executable, "-m", "lab.cli", "run", "--config", str(tmp_path / "c.yaml"), "--no-progress"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     stats = tmp_path / "runs" / "i" / "stats"
@@ -112,7 +112,7 @@ def test_ctrl_c_prints_one_line_and_the_rerun_resumes(tmp_path):
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     line = next(x for x in err.splitlines() if x.startswith("corpus-lab: interrupted"))
     assert "rerun the same command to resume" in line and f"of {tmp_path}/runs/i complete" in line
-    r = cli("run", "--config", str(tmp_path / "c.yaml"), "--no-progress")
+    r = cli("run", "--config", str(tmp_path / "c.yaml"), "--no-progress", "--in-process")  # the resume is the engine's
     assert r.returncode == 0 and "400 documents" in r.stdout, r.stderr
 
 
@@ -123,7 +123,7 @@ def test_two_runs_on_one_directory_the_second_fails_at_once_naming_the_first(tmp
     (tmp_path / "in.jsonl").write_text("".join(json.dumps({"id": str(i), "text": sample.english_doc(rng)}) + "\n"
                                                for i in range(40)))
     (tmp_path / "c.yaml").write_text(f"name: two\noutput_dir: {tmp_path}/runs\ninputs: [{{path: {tmp_path}/in.jsonl}}]\n"
-                                     "engine: {n_workers: 1}\n")
+                                     "tokenizer: {enabled: false}\nengine: {n_workers: 1}\n")
     cmd = [sys.executable, "-m", "lab.cli", "run", "--config", str(tmp_path / "c.yaml"), "--no-progress"]
     procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outs = [p.communicate(timeout=600) for p in procs]
@@ -135,7 +135,7 @@ def test_two_runs_on_one_directory_the_second_fails_at_once_naming_the_first(tmp
     assert outs[loser][0] == ""  # refused before any work: no report
     assert "40 documents" in outs[winner][0]
     assert (tmp_path / "runs" / "two" / ".lock").read_bytes() == b""
-    r = cli("run", "--config", str(tmp_path / "c.yaml"), "--no-progress")  # free again: the rerun reuses it
+    r = cli("run", "--config", str(tmp_path / "c.yaml"), "--no-progress", "--in-process")  # free again: the rerun reuses it
     assert r.returncode == 0, r.stderr
 
 
@@ -158,7 +158,7 @@ def test_train_quality_from_labels_then_a_batch_run_drops_the_low_scores(tmp_pat
     base = f"output_dir: {tmp_path}/runs\ninputs: [{{path: {tmp_path}/in.jsonl}}]\ntokenizer: {{enabled: false}}\n" \
            "engine: {n_workers: 1}\n"
     (tmp_path / "a.yaml").write_text(f"name: a\n{base}stages: {off}}}\n")
-    assert cli("run", "--config", str(tmp_path / "a.yaml"), "--no-progress").returncode == 0
+    assert cli("run", "--config", str(tmp_path / "a.yaml"), "--no-progress", "--in-process").returncode == 0
     run = tmp_path / "runs" / "a"
     r = cli("train-quality", str(run))
     assert r.returncode == 3 and "no positives" in r.stderr and "--positives" in r.stderr  # label first: run state
@@ -174,7 +174,7 @@ def test_train_quality_from_labels_then_a_batch_run_drops_the_low_scores(tmp_pat
     assert f"quality model {model}" in r.stdout and "held-out AUC 1.0" in r.stdout and "most negative: " in r.stdout
     assert {"click", "casino"} & {g for g, _ in report["top_features"]["negative"]}
     (tmp_path / "b.yaml").write_text(f"name: b\nmode: batch\n{base}stages: {off}, quality_model: {{model: {model}}}}}\n")
-    r = cli("run", "--config", str(tmp_path / "b.yaml"), "--no-progress")
+    r = cli("run", "--config", str(tmp_path / "b.yaml"), "--no-progress", "--in-process")
     assert r.returncode == 0, r.stderr
     manifest = json.loads((tmp_path / "runs" / "b" / "manifest.json").read_text())
     assert manifest["dropped"]["quality_model.low_score"][0] == 16

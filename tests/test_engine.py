@@ -117,11 +117,12 @@ def test_conservation_rejects_and_scrubbed_text(synthetic, one_worker_run):
     assert pages == 20
 
 
-def test_two_workers_byte_identical_to_one(synthetic, one_worker_run, tmp_path):
+def test_two_workers_byte_identical_to_one(synthetic, one_worker_run, tmp_path, local_cluster):
+    # two worker processes (the session's LocalCluster) against one task at a time (in this process)
     cfg = config(synthetic, tmp_path, "two", workers=2, ingest=IngestConfig(partition_bytes=256 * 1024))
     one = config(synthetic, tmp_path, "one-split", workers=1, ingest=IngestConfig(partition_bytes=256 * 1024))
-    engine.run(cfg, progress=False)
-    engine.run(one, progress=False)
+    engine.run(cfg, progress=False, client=local_cluster)
+    engine.run(one, progress=False, client=INPROC)
     assert_identical(cfg.run_dir, one.run_dir)
     # the split run has the same documents and signals as the unsplit one
     a = query.signal_rows(cfg.run_dir)
@@ -167,7 +168,7 @@ def test_an_input_rewritten_with_the_same_size_and_mtime_is_read_again(tmp_path)
     assert sha[str(f)] == __import__("hashlib").sha256(new.encode()).hexdigest()
 
 
-def test_the_annotate_bar_moves_within_a_partition(tmp_path, capsys):
+def test_the_annotate_bar_moves_within_a_partition(tmp_path, capsys, local_cluster):
     # one partition of a few seconds' work: before, the bar sat at 0% until the whole partition was done
     import json
     import random
@@ -177,7 +178,7 @@ def test_the_annotate_bar_moves_within_a_partition(tmp_path, capsys):
     src = tmp_path / "one.jsonl"
     src.write_text("".join(json.dumps({"id": str(i), "text": sample.english_doc(rng)}) + "\n" for i in range(1000)))
     cfg = config(src, tmp_path / "runs", "bar", tokenizer=TokenizerConfig(enabled=False))  # the annotate bar only
-    engine.run(cfg, progress=True)
+    engine.run(cfg, progress=True, client=local_cluster)  # the workers report their progress
     err = capsys.readouterr().err
     shown = [int(p) for p in re.findall(r"annotate:\s+(\d+)%", err)]
     assert shown and shown[-1] == 100, err[-2000:]
@@ -189,7 +190,7 @@ def test_a_stage_version_bump_annotates_again(synthetic, tmp_path, monkeypatch):
     # rerun annotates every partition again, in the same run directory, and gives the same outputs here
     from lab.stages import gopher_quality
 
-    cfg = config(synthetic, tmp_path, "bump")
+    cfg = config(synthetic, tmp_path, "bump", tokenizer=TokenizerConfig(enabled=False))  # the signals are the point
     first = engine.run(cfg, progress=False, client=INPROC)
     before = {str(p.relative_to(cfg.run_dir)): p.read_bytes() for p in Path(cfg.run_dir).glob("signals/part-*.parquet")}
     monkeypatch.setattr(gopher_quality, "VERSION", gopher_quality.VERSION + 1)
@@ -234,7 +235,7 @@ def test_sigkill_mid_run_then_resume_is_byte_identical(synthetic, tmp_path):
     src = synthetic / "documents.jsonl"
     yaml = tmp_path / "kill.yaml"
     yaml.write_text(f"name: killed\noutput_dir: {tmp_path}\ninputs: [{{path: {src}}}]\n"
-                    "ingest: {partition_bytes: 32768}\nengine: {n_workers: 2}\n")
+                    "ingest: {partition_bytes: 32768}\ntokenizer: {enabled: false}\nengine: {n_workers: 2}\n")
     cmd = [sys.executable, "-m", "lab.cli", "run", "--config", str(yaml), "--no-progress"]
     proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     stats = tmp_path / "killed" / "stats"
@@ -246,11 +247,11 @@ def test_sigkill_mid_run_then_resume_is_byte_identical(synthetic, tmp_path):
     done = len(list(stats.glob("part-*.json")))
     total = len(list(range(0, src.stat().st_size, 32768)))
     assert 0 < done < total, (done, total)
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    r = subprocess.run([*cmd, "--in-process"], capture_output=True, text=True)  # the resume is the engine's
     assert r.returncode == 0, r.stderr
     assert f"{done} reused" in r.stdout or "reused" in r.stdout
     ref = build(Config, {"name": "ref", "output_dir": str(tmp_path), "inputs": [{"path": str(src)}],
-                         "ingest": {"partition_bytes": 32768}, "engine": {"n_workers": 1}})
+                         "ingest": {"partition_bytes": 32768}, "tokenizer": {"enabled": False}, "engine": {"n_workers": 1}})
     engine.run(ref, progress=False, client=INPROC)
     assert_identical(tmp_path / "killed", ref.run_dir)
 

@@ -371,7 +371,6 @@ def test_clear_run_keeps_labels(tmp_path):
     assert [p.name for p in lay.root.iterdir()] == ["labels"] and (lay.labels / "part-1.parquet").exists()
 
 
-@pytest.mark.cluster
 def test_labels_survive_reruns(tmp_path):
     """A run, labels, the same run again, then --overwrite with other signals (mode: batch): the
     labels stay, byte for byte, and still name the run's documents."""
@@ -383,18 +382,18 @@ def test_labels_survive_reruns(tmp_path):
     (tmp_path / "in.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
     cfg = Config(name="t", output_dir=str(tmp_path / "runs"), inputs=(InputConfig(path=str(tmp_path / "in.jsonl")),),
                  engine=EngineConfig(n_workers=1))
-    engine.run(cfg, progress=False)
+    engine.run(cfg, progress=False, client=engine.INPROCESS)
     ids = query.drop_reasons(cfg.run_dir, cfg)["doc_id"].to_list()
     labels.add(cfg.run_dir, ids[0], "good", user="alice", time=at(1))
     labels.add(cfg.run_dir, ids[-1], "bad", user="bob", note="short", time=at(2))
     files = {p.name: p.read_bytes() for p in RunLayout(cfg.run_dir).labels.iterdir()}
     before = query.labels(cfg.run_dir)
 
-    engine.run(cfg, progress=False)  # the same run again: reused
+    engine.run(cfg, progress=False, client=engine.INPROCESS)  # the same run again: reused
     batch = dataclasses.replace(cfg, mode="batch")
     with pytest.raises(ConfigError, match="pass --overwrite"):
-        engine.run(batch, progress=False)
-    engine.run(batch, progress=False, overwrite=True)  # other signals: the run is rebuilt
+        engine.run(batch, progress=False, client=engine.INPROCESS)
+    engine.run(batch, progress=False, overwrite=True, client=engine.INPROCESS)  # other signals: the run is rebuilt
     assert {p.name: p.read_bytes() for p in RunLayout(cfg.run_dir).labels.iterdir()} == files
     assert query.labels(cfg.run_dir).equals(before)
     assert query.unknown_doc_ids(cfg.run_dir, ids) == []

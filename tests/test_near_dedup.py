@@ -5,7 +5,8 @@ from __future__ import annotations
 import filecmp
 import json
 import random
-import tracemalloc
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,7 @@ import pytest
 from datasketch import LeanMinHash, MinHash
 
 from lab import engine, neardup, query, sample
-from lab.config import Config, EngineConfig, IngestConfig, InputConfig, StagesConfig, build, load
+from lab.config import Config, EngineConfig, IngestConfig, InputConfig, StagesConfig, TokenizerConfig, build, load
 from lab.errors import ConfigError
 from lab.io.run import RunLayout
 from lab.neardup import signature as sg
@@ -29,8 +30,10 @@ def exact_jaccard(a: str, b: str, ngram: int = 5) -> float:
 
 
 def run_jsonl(tmp: Path, name: str, texts: list[str], *, workers: int = 1, partition_bytes: int = 1 << 26,
-              stages: StagesConfig | None = None, client: object = engine.INPROCESS, **nd_kw) -> Config:
-    """Run ``texts`` as one JSONL file; in this process unless ``client`` is None (a LocalCluster of ``workers``)."""
+              stages: StagesConfig | None = None, client: object = engine.INPROCESS, tokenizer: bool = True,
+              **nd_kw) -> Config:
+    """Run ``texts`` as one JSONL file; in this process unless ``client`` is a cluster's (None: a LocalCluster of
+    ``workers``)."""
     src = tmp / "inputs" / str(hash(tuple(texts)) & 0xFFFFFFFF) / "docs.jsonl"  # same texts, same file, same ids
     src.parent.mkdir(parents=True, exist_ok=True)
     data = "".join(json.dumps({"id": f"doc-{i}", "text": t}) + "\n" for i, t in enumerate(texts))
@@ -40,7 +43,8 @@ def run_jsonl(tmp: Path, name: str, texts: list[str], *, workers: int = 1, parti
     if nd_kw:
         stages = build(StagesConfig, {**_plain(stages), "near_dedup": {**_plain(stages.near_dedup), **nd_kw}})
     cfg = Config(name=name, output_dir=str(tmp / "runs"), inputs=(InputConfig(path=str(src)),),
-                 ingest=IngestConfig(partition_bytes=partition_bytes), stages=stages, engine=EngineConfig(n_workers=workers))
+                 ingest=IngestConfig(partition_bytes=partition_bytes), stages=stages, engine=EngineConfig(n_workers=workers),
+                 tokenizer=TokenizerConfig(enabled=tokenizer))
     engine.run(cfg, progress=False, client=client)
     return cfg
 
@@ -159,13 +163,13 @@ def test_diff_reconstructs_both_texts():
 
 
 @pytest.fixture(scope="module")
-def near_runs(tmp_path_factory):
+def near_runs(tmp_path_factory, local_cluster):
     """The same corpus in many partitions run in this process (one bucket per partition) and on a
-    LocalCluster of 2 workers with 3 shuffle buckets."""
+    LocalCluster of 2 workers (the session's) with 3 shuffle buckets."""
     tmp = tmp_path_factory.mktemp("near")
     texts, pairs = corpus(90, seed=1)
     one = run_jsonl(tmp, "one", texts, workers=1, partition_bytes=16384)
-    two = run_jsonl(tmp, "two", texts, workers=2, partition_bytes=16384, shuffle_buckets=3, client=None)
+    two = run_jsonl(tmp, "two", texts, workers=2, partition_bytes=16384, shuffle_buckets=3, client=local_cluster)
     return texts, pairs, one, two
 
 
@@ -334,31 +338,50 @@ def test_cluster_browser_queries(synthetic_run):
         query.clusters(run_dir, sort="bytes")
 
 
-def _peak_reduce_bytes(cfg: Config) -> int:
-    """Peak Python/numpy allocation of the largest reduce task of a run (tracemalloc)."""
-    layout = RunLayout(cfg.run_dir)
+# Peak Python/numpy allocation of the largest reduce task of each run given (tracemalloc), in a fresh
+# interpreter: tracemalloc counts every thread's allocations, and this process may hold a Dask client
+# (the session's LocalCluster) whose threads allocate meanwhile.
+PEAK_REDUCE = """
+import json, sys, tracemalloc
+from pathlib import Path
+from lab import neardup
+from lab.config import load
+from lab.io.run import RunLayout
+
+peaks = []
+for run_dir in sys.argv[1:]:
+    cfg, layout = load(run_dir + "/config.yaml"), RunLayout(Path(run_dir))
     keys = sorted(p.name[5:-8] for p in layout.signals.glob("part-*.parquet"))
     buckets = json.loads(layout.dedup_done.read_text())["buckets"]
     for b in range(buckets):  # warm-up: first-use imports and caches are not the task's data
-        neardup.reduce_bucket(cfg.run_dir, b, keys, cfg.stages.near_dedup)
+        neardup.reduce_bucket(run_dir, b, keys, cfg.stages.near_dedup)
     peak = 0
     for b in range(buckets):
         tracemalloc.start()
-        neardup.reduce_bucket(cfg.run_dir, b, keys, cfg.stages.near_dedup)
+        neardup.reduce_bucket(run_dir, b, keys, cfg.stages.near_dedup)
         peak = max(peak, tracemalloc.get_traced_memory()[1])
         tracemalloc.stop()
-    return peak
+    peaks.append(peak)
+print(json.dumps(peaks))
+"""
+
+
+def _peak_reduce_bytes(*cfgs: Config) -> list[int]:
+    r = subprocess.run([sys.executable, "-c", PEAK_REDUCE, *(str(c.run_dir) for c in cfgs)], capture_output=True,
+                       text=True)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
 
 
 def test_reduce_memory_does_not_grow_with_corpus_size(tmp_path):
     """One bucket per partition: a reduce task holds about one partition's band records and pairs,
     whatever the corpus size (4x the documents here)."""
-    small = run_jsonl(tmp_path, "small", corpus(150, seed=2)[0], partition_bytes=196608)
-    large = run_jsonl(tmp_path, "large", corpus(600, seed=2)[0], partition_bytes=196608)
+    small = run_jsonl(tmp_path, "small", corpus(150, seed=2)[0], partition_bytes=196608, tokenizer=False)
+    large = run_jsonl(tmp_path, "large", corpus(600, seed=2)[0], partition_bytes=196608, tokenizer=False)
     n_small = len(list(RunLayout(small.run_dir).signals.glob("*.parquet")))
     n_large = len(list(RunLayout(large.run_dir).signals.glob("*.parquet")))
     assert n_large >= 3 * n_small
-    a, b = _peak_reduce_bytes(small), _peak_reduce_bytes(large)
+    a, b = _peak_reduce_bytes(small, large)
     print(f"\npeak reduce-task allocation: {a / 1e6:.3f} MB at 150 documents, {b / 1e6:.3f} MB at 600")
     assert b < 1.5 * a
 

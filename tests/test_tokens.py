@@ -23,14 +23,16 @@ from conftest import tokens_config
 
 
 @pytest.fixture(scope="module")
-def cluster_run(synthetic_src, tmp_path_factory):
-    """The synthetic sample in small partitions on a LocalCluster of 2 workers; after the run, what each
-    worker says: how many times it loaded a tokenizer, and its thread-pool environment."""
+def cluster_run(synthetic_src, tmp_path_factory, local_cluster):
+    """The synthetic sample in small partitions on a LocalCluster of 2 workers (the session's); after the
+    run, what each worker says: how many times it loaded a tokenizer during it, and its thread-pool
+    environment."""
     cfg = tokens_config(synthetic_src, tmp_path_factory.mktemp("runs"), "b", workers=2, partition_bytes=65536)
-    with engine.client_for(cfg) as client:
-        engine.run(cfg, progress=False, client=client)
-        loads = client.run(lambda: __import__("lab.tokenize").tokenize.loads)
-        env = client.run(lambda: {k: os.environ.get(k) for k in ("RAYON_NUM_THREADS", "TOKENIZERS_PARALLELISM")})
+    before = local_cluster.run(lambda: __import__("lab.tokenize").tokenize.loads)
+    engine.run(cfg, progress=False, client=local_cluster)
+    after = local_cluster.run(lambda: __import__("lab.tokenize").tokenize.loads)
+    loads = {w: n - before.get(w, 0) for w, n in after.items()}
+    env = local_cluster.run(lambda: {k: os.environ.get(k) for k in ("RAYON_NUM_THREADS", "TOKENIZERS_PARALLELISM")})
     return cfg, loads, env
 
 

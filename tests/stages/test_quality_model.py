@@ -174,7 +174,7 @@ def test_top_features_name_the_hashed_ngrams():
     assert top_features(vecs, texts, coef, 1) == {"positive": [["alpha", 2.0]], "negative": [["beta", 0.0]]}
 
 
-def test_a_run_drops_low_scores_in_explore_and_batch(ft, tmp_path):
+def test_a_run_drops_low_scores_in_explore_and_batch(ft, tmp_path, local_cluster):
     texts = ["good good good bad", "bad bad bad good", "good " * 50, "bad " * 50, "good bad"]
     src = tmp_path / "docs.jsonl"
     src.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts))
@@ -184,7 +184,7 @@ def test_a_run_drops_low_scores_in_explore_and_batch(ft, tmp_path):
             "name": mode, "output_dir": str(tmp_path / "runs"), "mode": mode, "inputs": [{"path": str(src)}],
             "stages": {**off, "quality_model": {"model": str(ft), "min_score": 0.6}},
             "tokenizer": {"enabled": False}, "engine": {"n_workers": 1}})
-        manifest = engine.run(cfg, progress=False)
+        manifest = engine.run(cfg, progress=False, client=local_cluster)  # the workers load the model
         reasons = query.drop_reasons(cfg.run_dir, cfg)["reason"].to_list()
         assert sorted(r for r in reasons if r) == ["quality_model.low_score"] * 3, mode  # 0.5 and two below
         assert manifest["models"]["quality_model"]["sha256"] == quality.model_sha256(str(ft))
