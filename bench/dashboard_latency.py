@@ -24,6 +24,10 @@ load at start and end is recorded): one session with think time, one without, ``
 with think time, and ``--sessions`` without. Errors: moves whose funnel did not show within
 30 s, an error alert shown, and uncaught errors in the page.
 
+Phases ``protocol_one`` / ``protocol_think`` run the sessions through ``protocol_session`` (Bokeh's
+websocket protocol, no browser: what the server answers, without rendering), and ``mixed_think`` one
+browser among ``--sessions`` - 1 such sessions (the browser's latency under the others' server load).
+
     .venv/bin/python bench/dashboard_latency.py [--rows 1000000] [--moves 30] [--sessions 8] [--think 1,3]
 """
 
