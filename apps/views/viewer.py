@@ -24,7 +24,6 @@ from lab.errors import LabError
 from lab.stages import STAGE_NAMES
 
 ANY = "(any)"
-PAGE_LINES = 20
 LIST_CSS = "select{font-family:monospace;font-size:11px} option{padding:2px 0}"
 VIEW_LABELS = {"dropped": "dropped", "kept": "kept", "newly_dropped": "newly dropped by the last change",
                "newly_kept": "newly kept by the last change"}
@@ -100,7 +99,7 @@ class DocumentViewer:
         self.clear_ids = pn.widgets.Button(label="show all", width=80, visible=False)
         # a native list box: a page of 20 lines is replaced on most slider releases, and a grid widget
         # measured and laid out every cell again each time
-        self.list = pn.widgets.Select(options={}, size=PAGE_LINES, width=430, height=430, name="documents",
+        self.list = pn.widgets.Select(options={}, size=self.model.page_size, width=430, height=430, name="documents",
                                       css_classes=["document-list"], stylesheets=[LIST_CSS])
         self.doc = panes.HTML("<p style='color:#777'>Click a document to read it.</p>", sizing_mode="stretch_width",
                                 name="document")
