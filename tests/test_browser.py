@@ -14,6 +14,7 @@ exported value being the shown one. Screenshots go to ``test-artifacts/``.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import random
@@ -149,17 +150,23 @@ def _wait_for(page, predicate, timeout=30.0):
 
 
 def _funnel_rows(page) -> dict[str, str]:
-    """stage -> docs dropped as the funnel table in the page shows it."""
-    table = page.locator(".funnel-table table.funnel").first
-    out = {}
-    rows = table.locator("tbody tr")
-    for i in range(rows.count()):
-        row = rows.nth(i)
-        stage = row.locator('td[data-field="stage"]').inner_text().strip()
-        out[stage] = row.locator('td[data-field="dropped"]').inner_text().strip()
-    return out
+    """stage -> docs dropped as the funnel table in the page shows it (its cells' rendered text)."""
+    return dict(page.evaluate("""() => {
+        const find = (root) => {  // the first funnel table, in the page or in a shadow root (Bokeh's views)
+            const t = root.querySelector("table.funnel");
+            if (t !== null) return t;
+            for (const el of root.querySelectorAll("*")) {
+                if (el.shadowRoot) { const f = find(el.shadowRoot); if (f !== null) return f; }
+            }
+            return null;
+        };
+        const table = find(document);
+        if (table === null) return [];
+        return Array.from(table.querySelectorAll("tbody tr")).map(row =>
+            ['stage', 'dropped'].map(f => row.querySelector(`td[data-field="${f}"]`).innerText.trim())); }"""))
 
 
+@functools.lru_cache(maxsize=None)  # the answers under a config, asked again by every poll of _wait_for
 def _want_rows(run_dir, cfg) -> dict[str, str]:
     f = query.funnel(run_dir, cfg)
     return {s: fmt.count(d) for s, d in zip(f["stage"].to_list(), f["docs_dropped"].to_list())}
@@ -202,6 +209,7 @@ def _press(page, knob: str, key: str, times: int) -> None:
         handle.press(key)
 
 
+@functools.lru_cache(maxsize=None)
 def _dropped_bars(run_dir, cfg, signal: str) -> list[int]:
     """The dropped documents per bin of a knob's histogram, as lab.query bins them under ``cfg``."""
     h = query.histogram(run_dir, cfg, signal)
@@ -308,6 +316,7 @@ def test_quality_model_histogram_cutoff_follows_its_knob(served, browser):
     page.close()
 
 
+@functools.lru_cache(maxsize=None)
 def _contamination(run_dir, min_matches: int) -> dict[str, tuple[int, int]]:
     """eval set -> (documents, tokens) with at least ``min_matches`` matching n-grams, from the signals."""
     s = query.signal_rows(run_dir, ["decon_set", "decon_matches", "n_tokens"])

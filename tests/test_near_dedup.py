@@ -111,6 +111,10 @@ def test_signature_equals_datasketch_update_batch():
         m = MinHash(num_perm=112, seed=1, hashfunc=sg.shingle_hash)
         m.update_batch(sh)
         assert np.array_equal(sg.signature(text, nd.Config())[0], m.hashvalues)
+    for num_perm, seed in ((112, 1), (128, 42), (7, 0)):  # our draws of the permutations are datasketch's
+        want = MinHash(num_perm=num_perm, seed=seed, scheme="affine32").permutations
+        got = sg.permutations(num_perm, seed)
+        assert all(g.dtype == np.uint32 and np.array_equal(g, w) for g, w in zip(got, want))
     # stored signatures load into datasketch's LeanMinHash, whose estimate is ours
     a, b = (sg.signature(t, nd.Config())[0] for t in (text, text + " one more sentence here at the end"))
     lean = [LeanMinHash(seed=1, hashvalues=x, scheme="affine32") for x in (a, b)]

@@ -81,9 +81,18 @@ class KnobControl:
     def __init__(self, k: lab_knobs.Knob, set_value: Callable[[str, Any], None]) -> None:
         self.knob, self.set_value = k, set_value
         self.syncing = False
-        self.slider = self.box = self.widget = None
+        self.slider = self.box = self.widget = self.note = None
         self.hist = self.source = self.span = None
         self.hist_place = None  # numeric knobs with a signal: where their histogram goes
+        self.view = None  # the widgets, built when its card is first opened (``build``)
+
+    def build(self) -> pn.Column:
+        """This knob's widgets (made once; a closed card's knobs have none: ~35 knobs' widgets fewer on
+        each new page, about a second of the server's time per session). They start at the run's value:
+        ``show`` then sets the selection's."""
+        if self.view is not None:
+            return self.view
+        k = self.knob
         self.note = panes.HTML("", margin=(0, 5), styles={"font-size": "12px", "color": "#555"})
         title = (f"<b>{k.key}</b> <span style='color:#666'>· {k.unit} · default {fmt.value(k.default)}"
                  f" ({k.source})</span>")
@@ -127,6 +136,7 @@ class KnobControl:
                 parts += [self.hist_place, self.note]
         self.view = pn.Column(*parts, margin=(2, 0, 8, 0), width=360,
                               css_classes=["knob", "knob-" + k.name.replace(".", "-")])
+        return self.view
 
     def with_histogram(self, log: bool, value: Any) -> bool:
         """Draw this knob's histogram (once; a closed card's knobs have none: ~30 figures would cost each
@@ -155,7 +165,9 @@ class KnobControl:
 
     def show(self, value: Any, *, enabled: bool = True, moved: bool = False) -> None:
         """Show the selection's ``value`` (after a move, a reset or a restored link) without moving it again;
-        ``moved``: this knob just moved (its cutoff is sent again)."""
+        ``moved``: this knob just moved (its cutoff is sent again). Nothing before ``build``."""
+        if self.view is None:
+            return
         self.syncing = True
         try:  # only what differs is set (a page syncs ~45 knobs on every move)
             if self.widget is not None:
@@ -196,25 +208,19 @@ class KnobPanel:
         self.notes = {stage: panes.HTML("", margin=(0, 5), name=f"{stage} note", css_classes=[f"{stage}-note"],
                                           styles={"font-size": "12px"}) for stage in NOTE_STAGES}
         self.cards: dict[str, pn.Card] = {}
-        self.parts: dict[str, list] = {}  # per stage: its card's contents (reset, knobs)
+        self.by_stage: dict[str, list[KnobControl]] = {}
         self.filled: set[str] = set()  # stages whose card holds its knobs (opened once)
-        by_stage: dict[str, list[KnobControl]] = {}
         for k in sel.knobs():
             c = KnobControl(k, self._set)
             self.controls[k.name] = c
-            by_stage.setdefault(k.stage, []).append(c)
+            self.by_stage.setdefault(k.stage, []).append(c)
         for stage in STAGE_NAMES:
-            if stage not in by_stage:
+            if stage not in self.by_stage:
                 continue
-            reset = pn.widgets.Button(label=f"reset {stage}", color="light", width=150, margin=(0, 5))
-            reset.on_click(lambda _, s=stage: self._reset(s))
-            self.parts[stage] = [reset, *(c.view for c in by_stage[stage])]
-            if stage in self.notes:
-                self.parts[stage].insert(1, self.notes[stage])
             is_open = stage in OPEN_STAGES
             # a closed card holds its knobs only once opened: ~35 knobs' widgets fewer on each new page (their
             # models cost the server a second, and every style recalculation of the browser's page scales with them)
-            card = pn.Card(*(self.parts[stage] if is_open else [_unopened(len(by_stage[stage]))]), title=stage,
+            card = pn.Card(*(self._parts(stage) if is_open else [_unopened(len(self.by_stage[stage]))]), title=stage,
                            collapsed=not is_open, width=380, margin=(4, 0), name=f"card {stage}")
             card.param.watch(lambda e, s=stage: None if e.new else self._opened(s), "collapsed")
             self.cards[stage] = card
@@ -233,10 +239,18 @@ class KnobPanel:
             self.report(str(e))
             self.sync()  # the refused value goes back to the applied one
 
+    def _parts(self, stage: str) -> list:
+        """A card's contents: its reset button, its line about the run (some cards), its knobs' widgets."""
+        reset = pn.widgets.Button(label=f"reset {stage}", color="light", width=150, margin=(0, 5))
+        reset.on_click(lambda _, s=stage: self._reset(s))
+        note = [self.notes[stage]] if stage in self.notes else []
+        return [reset, *note, *(c.build() for c in self.by_stage[stage])]
+
     def _opened(self, stage: str) -> None:
         if stage not in self.filled:
             self.filled.add(stage)
-            self.cards[stage].objects = self.parts[stage]
+            self.cards[stage].objects = self._parts(stage)
+            self.sync()  # the new widgets show the selection's values
             self._reports(stage)
         self.refresh_histograms([stage])  # drawn now if never opened before
 
@@ -331,7 +345,8 @@ class KnobPanel:
     def show_change(self, change: dict | None, names: list[str]) -> None:
         """Under the knobs the last change moved: what it newly drops and keeps, in every unit."""
         for name, c in self.controls.items():
-            c.note.object = _change_line(change) if change is not None and name in names else ""
+            if c.note is not None:
+                c.note.object = _change_line(change) if change is not None and name in names else ""
 
 
 def stage_note(stage: str, cfg) -> str:

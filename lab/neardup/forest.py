@@ -15,8 +15,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components, minimum_spanning_tree
 
 from lab.io.run import RunLayout
 from lab.io.writers import write_parquet
@@ -66,6 +64,9 @@ def spanning_forest(f: Forest) -> Forest:
     pick = order[first]
     n = ids.size
     weight = 2.0 - f.jaccard[pick]  # > 0: scipy drops zero weights; the minimum tree maximizes Jaccard
+    from scipy.sparse import coo_matrix  # here: scipy costs every process that imports lab 0.3 s
+    from scipy.sparse.csgraph import minimum_spanning_tree
+
     tree = minimum_spanning_tree(coo_matrix((weight, (lo[first], hi[first])), shape=(n, n)).tocsr()).tocoo()
     # map tree entries back to the picked edges (exact Jaccard, not 2 - (2 - j))
     key = lo[first].astype(np.int64) * n + hi[first]
@@ -90,6 +91,9 @@ def grid_clusters(f: Forest) -> pa.Table:
     a, b = np.searchsorted(ids, f.u), np.searchsorted(ids, f.v)
     cols: dict[str, pa.Array] = {"node": pa.array(ids, pa.int64()), "doc_id": pa.array(node_doc, pa.int64())}
     n = ids.size
+    from scipy.sparse import coo_matrix  # here: scipy costs every process that imports lab 0.3 s
+    from scipy.sparse.csgraph import connected_components
+
     for t in GRID:
         m = f.jaccard >= t - EPS
         _, label = connected_components(coo_matrix((np.ones(int(m.sum())), (a[m], b[m])), shape=(n, n)), directed=False)

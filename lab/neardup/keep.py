@@ -8,8 +8,6 @@ every earlier stage; in each connected group one member is kept, chosen by ``KEE
 from __future__ import annotations
 
 import numpy as np
-from scipy.sparse import coo_matrix
-from scipy.sparse.csgraph import connected_components
 
 from lab.neardup.forest import EPS
 
@@ -43,6 +41,9 @@ def cluster_keepers(doc_ids: np.ndarray, nodes: np.ndarray, rank: np.ndarray, u:
     m = (jaccard >= threshold - EPS) & np.isin(u, ids) & np.isin(v, ids)
     a, b = np.searchsorted(ids, u[m]), np.searchsorted(ids, v[m])
     n = ids.size
+    from scipy.sparse import coo_matrix  # here: scipy costs every process that imports lab 0.3 s
+    from scipy.sparse.csgraph import connected_components
+
     _, label = connected_components(coo_matrix((np.ones(a.size), (a, b)), shape=(n, n)), directed=False)
     comp = label[node_of]
     order = np.lexsort((doc_ids, -rank.astype(np.float64), comp))

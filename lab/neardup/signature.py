@@ -141,11 +141,13 @@ def shingle_hashes(normalized: str, ngram: int) -> np.ndarray:
 
 @lru_cache(maxsize=8)
 def permutations(num_perm: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """datasketch's affine32 permutation parameters ``(a, b)`` for ``num_perm`` and ``seed``."""
-    from datasketch import MinHash
-
-    a, b = MinHash(num_perm=num_perm, seed=seed, scheme="affine32").permutations
-    return np.asarray(a, dtype=np.uint32), np.asarray(b, dtype=np.uint32)
+    """datasketch's affine32 permutation parameters ``(a, b)`` for ``num_perm`` and ``seed``: its draws
+    (``MinHash._init_permutations``), made here because importing datasketch costs each worker process
+    0.7 s; tests/test_near_dedup.py holds them equal to ``MinHash(scheme="affine32").permutations``."""
+    gen = np.random.RandomState(seed)
+    a = gen.randint(0, 1 << 31, num_perm, dtype=np.uint32) * np.uint32(2) + np.uint32(1)  # odd: a bijection
+    b = gen.randint(0, 1 << 32, num_perm, dtype=np.uint32)
+    return a, b
 
 
 def _fmix32(h: np.ndarray) -> np.ndarray:
