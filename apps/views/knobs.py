@@ -50,18 +50,20 @@ def _slider_format(step: float) -> str:
 
 def _histogram_figure(k) -> tuple[Any, Any, Any]:
     """A small stacked histogram (passed below, dropped on top) with the cutoff drawn, updated in place."""
-    from bokeh.models import ColumnDataSource, Span
+    from bokeh.models import ColumnDataSource, GlyphRenderer, Grid, Quad, Span
     from bokeh.plotting import figure
 
     source = ColumnDataSource({"left": [], "right": [], "passed": [], "top": [], "bottom0": []})
     fig = figure(width=_HIST_W, height=_HIST_H, toolbar_location=None, tools="hover", y_axis_type="linear",
-                 tooltips=[("bin", "@left{0,0.[000]} – @right{0,0.[000]}"), ("passed", "@passed{0,0}"),
-                           ("dropped", "@dropped{0,0}")])
-    # no legend and no grid, few ticks: each costs the browser style lookups on every repaint, and a
-    # move repaints every open histogram (the colours are named once, above the cards: LEGEND)
-    fig.quad(left="left", right="right", bottom="bottom0", top="passed", source=source, color=_COLORS["passed"])
-    fig.quad(left="left", right="right", bottom="passed", top="top", source=source, color=_COLORS["dropped"])
-    fig.xgrid.visible = fig.ygrid.visible = False
+                 title=None, tooltips=[("bin", "@left{0,0.[000]} – @right{0,0.[000]}"), ("passed", "@passed{0,0}"),
+                                       ("dropped", "@dropped{0,0}")])
+    # no legend, no grid, no title, few ticks, and the bars' renderers without the selection and mute
+    # glyphs a figure adds: each model costs the page's load and the browser style lookups on every
+    # repaint, and a move repaints every open histogram (the colours are named once, above the cards)
+    for bottom, top, color in (("bottom0", "passed", _COLORS["passed"]), ("passed", "top", _COLORS["dropped"])):
+        fig.renderers.append(GlyphRenderer(data_source=source, glyph=Quad(
+            left="left", right="right", bottom=bottom, top=top, fill_color=color, line_color=color)))
+    fig.center = [r for r in fig.center if not isinstance(r, Grid)]
     fig.xaxis.ticker.desired_num_ticks = 4
     fig.yaxis.ticker.desired_num_ticks = 3
     fig.xaxis.axis_label = k.signal
