@@ -55,7 +55,9 @@ class Dashboard:
                             self.planner.view, self.export.view, dynamic=True, sizing_mode="stretch_width")
         if self.link_error:
             self.funnel.report(self.link_error)
-        self.sel.param.watch(self._to_url, ["moved"])
+        # the URL follows the selection in the message that shows its numbers (the browser's history
+        # update and its echo of the new address come after the numbers, not before them)
+        self.funnel.with_numbers.append(self._to_url)
         # the tabs behind the Funnel compute when opened, not on every slider release
         self.followers = [self.labels, self.dedup, self.tokens, self.planner, self.export]
         self.tabs.param.watch(self._opened, "active")

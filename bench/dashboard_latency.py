@@ -107,7 +107,7 @@ window.__funnel = () => {
 window.__hists = (names) => names.map((n) => Bokeh.documents[0].get_model_by_name(n));
 window.__dropped = (names) => window.__hists(names).map((m) => {
   const v = m.data instanceof Map ? m.data.get('dropped') : m.data['dropped'];
-  return Array.from(v);
+  return Array.from(v || []);  // no column before the first histogram arrives
 });
 window.__viewer = () => {
   const pager = window.__find('__pager', (el) => el.tagName === 'DIV' && /^page \\d+ of /.test(el.textContent));

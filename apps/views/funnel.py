@@ -8,6 +8,7 @@ cost and the diff against the run's config; the open histograms and the document
 from __future__ import annotations
 
 import html
+from collections.abc import Callable
 from concurrent.futures import Future
 
 import pandas as pd
@@ -139,6 +140,7 @@ def diff_line(changes: list) -> str:
 class FunnelTab:
     def __init__(self, sel: Selection, dispatch: Dispatch, *, open_cluster=None) -> None:
         self.sel, self.dispatch = sel, dispatch
+        self.with_numbers: list[Callable[[], None]] = []  # more changes for the numbers' message (the page's URL)
         self.error = pn.pane.Alert(visible=False, alert_type="danger", sizing_mode="stretch_width")
         self.knobs = KnobPanel(sel, dispatch, self.report)
         first = sel.view()
@@ -194,6 +196,8 @@ class FunnelTab:
             return view, table_frame(view.funnel, split), sel.diff()
 
         def show(fut: Future) -> None:
+            for also in self.with_numbers:
+                also()
             try:
                 view, frame, diff = fut.result()
             except LabError as e:
