@@ -93,10 +93,12 @@ class EngineConfig:
     memory_limit: str = "auto"  # per-worker memory limit passed to Dask ("4GiB", "auto")
     retries: int = 2  # times a failing partition task is retried before it is quarantined
     workers_timeout: float = 60.0  # seconds to wait for an existing scheduler to have a worker
+    connect_timeout: float = 10.0  # seconds to reach an existing scheduler before the run fails
 
     def __post_init__(self) -> None:
         check("n_workers", self.n_workers, self.n_workers >= 0, ">= 0 (0 = one per core)")
         check("workers_timeout", self.workers_timeout, self.workers_timeout > 0, "> 0 seconds")
+        check("connect_timeout", self.connect_timeout, self.connect_timeout > 0, "> 0 seconds")
         check("retries", self.retries, self.retries >= 0, ">= 0")
         check("memory_limit", self.memory_limit, bool(_MEMORY.fullmatch(self.memory_limit.strip())),
               "'auto', a size such as 4GiB or 500MB, or a fraction of the machine such as 0.5")

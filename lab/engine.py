@@ -67,10 +67,11 @@ def client_for(cfg: Config, *, quiet: bool = False) -> Iterator[object]:
     eng = cfg.engine
     if eng.scheduler:
         try:
-            client = Client(eng.scheduler, timeout="10s")
+            client = Client(eng.scheduler, timeout=f"{eng.connect_timeout:g}s")
         except (OSError, TimeoutError) as e:
-            raise ConfigError(f"engine.scheduler={eng.scheduler!r}: cannot connect ({e}); "
-                              "start one with `dask scheduler` or omit --scheduler to run a LocalCluster") from None
+            raise ConfigError(f"engine.scheduler={eng.scheduler!r}: cannot connect within {eng.connect_timeout:g} s "
+                              f"({e}); start one with `dask scheduler`, omit --scheduler to run a LocalCluster, or "
+                              "raise engine.connect_timeout") from None
         try:
             _check_workers(client, eng.scheduler, eng.workers_timeout)
             yield client

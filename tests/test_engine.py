@@ -340,7 +340,8 @@ def test_unreachable_scheduler_is_a_clear_error_and_writes_nothing(tmp_path):
         port = s.getsockname()[1]
     (tmp_path / "in.jsonl").write_text('{"text": "x"}\n')
     yaml = tmp_path / "c.yaml"
-    yaml.write_text(f"name: r\noutput_dir: {tmp_path}/runs\ninputs: [{{path: {tmp_path}/in.jsonl}}]\n")
+    yaml.write_text(f"name: r\noutput_dir: {tmp_path}/runs\ninputs: [{{path: {tmp_path}/in.jsonl}}]\n"
+                    "engine: {connect_timeout: 2}\n")  # the default 10 s, only shorter
     r = subprocess.run([sys.executable, "-m", "lab.cli", "run", "--config", str(yaml), "--scheduler",
                         f"tcp://127.0.0.1:{port}"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "cannot connect" in r.stderr and "Traceback" not in r.stderr
