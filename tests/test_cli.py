@@ -1,17 +1,39 @@
-"""The command line on a tiny corpus: run, funnel again under other thresholds, clear errors."""
+"""The command line on a tiny corpus: run, funnel again under other thresholds, clear errors.
 
+``cli`` runs a command in this process (``lab.cli.main``: its parsing, its output and its exit status,
+as ``corpus-lab`` gives them; a process each would cost a second of start-up and imports); the tests of
+what needs a process of its own (Ctrl-C, two runs at once, an unwritable directory on a LocalCluster)
+start one (``process``).
+"""
+
+import contextlib
+import io
 import json
+import os
 import subprocess
 import sys
 
 import pytest
 
 from lab import query, sample
+from lab.cli import main
 
 pytestmark = pytest.mark.cluster
 
 
-def cli(*args, cwd=None):
+def cli(*args, cwd=None) -> subprocess.CompletedProcess:
+    """``corpus-lab ARGS`` in this process: exit status, standard output and standard error."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), contextlib.chdir(cwd or os.getcwd()):
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as e:  # argparse's usage errors
+            code = e.code if isinstance(e.code, int) else 1
+    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
+
+
+def process(*args, cwd=None) -> subprocess.CompletedProcess:
+    """``corpus-lab ARGS`` as a process of its own."""
     return subprocess.run([sys.executable, "-m", "lab.cli", *args], capture_output=True, text=True, cwd=cwd)
 
 
@@ -84,7 +106,7 @@ def test_unwritable_output_is_a_clean_error(tmp_path):
     (tmp_path / "in.jsonl").write_text('{"text": "x"}\n')
     (tmp_path / "file").write_text("not a directory")
     (tmp_path / "c.yaml").write_text(f"output_dir: {tmp_path}/file/runs\ninputs: [{{path: {tmp_path}/in.jsonl}}]\n")
-    r = cli("run", "--config", str(tmp_path / "c.yaml"), "--no-progress")
+    r = process("run", "--config", str(tmp_path / "c.yaml"), "--no-progress")
     assert r.returncode == 2 and "corpus-lab: error" in r.stderr and "Traceback" not in r.stderr
 
 
