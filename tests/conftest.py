@@ -94,6 +94,28 @@ def tokens_run(synthetic_src, tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def corpus_lab():
+    """``corpus_lab(*args)``: ``corpus-lab ARGS`` run in this process (``lab.cli.main``: its parsing, output
+    and exit status) as a ``subprocess.CompletedProcess``, for the tests where a process of its own (a
+    second of start-up and imports) is not the point."""
+    import io
+    import subprocess
+
+    from lab.cli import main
+
+    def run(*args) -> subprocess.CompletedProcess:
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main([str(a) for a in args])
+            except SystemExit as e:  # argparse's usage errors
+                code = e.code if isinstance(e.code, int) else 1
+        return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
+
+    return run
+
+
+@pytest.fixture(scope="session")
 def local_cluster(tmp_path_factory):
     """A LocalCluster of 2 one-thread worker processes (``engine.client_for``: the settings of
     ``corpus-lab run``) and its client, started once per test process for the tests that need real

@@ -1,35 +1,20 @@
 """The command line on a tiny corpus: run, funnel again under other thresholds, clear errors.
 
-``cli`` runs a command in this process (``lab.cli.main``: its parsing, its output and its exit status,
-as ``corpus-lab`` gives them; a process each would cost a second of start-up and imports); the tests of
-what needs a process of its own (Ctrl-C, two runs at once, an unwritable directory on a LocalCluster)
-start one (``process``).
+``corpus_lab`` (tests/conftest.py) runs a command in this process (``lab.cli.main``: its parsing, its
+output and its exit status, as ``corpus-lab`` gives them; a process each would cost a second of start-up
+and imports); the tests of what needs a process of its own (Ctrl-C, two runs at once, an unwritable
+directory on a LocalCluster) start one (``process``).
 """
 
-import contextlib
-import io
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 
 from lab import query, sample
-from lab.cli import main
 
 pytestmark = pytest.mark.cluster
-
-
-def cli(*args, cwd=None) -> subprocess.CompletedProcess:
-    """``corpus-lab ARGS`` in this process: exit status, standard output and standard error."""
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), contextlib.chdir(cwd or os.getcwd()):
-        try:
-            code = main([str(a) for a in args])
-        except SystemExit as e:  # argparse's usage errors
-            code = e.code if isinstance(e.code, int) else 1
-    return subprocess.CompletedProcess(list(args), code, out.getvalue(), err.getvalue())
 
 
 def process(*args, cwd=None) -> subprocess.CompletedProcess:
@@ -37,7 +22,7 @@ def process(*args, cwd=None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "lab.cli", *args], capture_output=True, text=True, cwd=cwd)
 
 
-def test_run_then_funnel_with_other_thresholds(tmp_path):
+def test_run_then_funnel_with_other_thresholds(tmp_path, corpus_lab):
     import random
 
     rng = random.Random(1)
@@ -47,7 +32,7 @@ def test_run_then_funnel_with_other_thresholds(tmp_path):
     (tmp_path / "in.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs) + "[\n")
     (tmp_path / "c.yaml").write_text(f"name: t\noutput_dir: {tmp_path}/runs\ninputs: [{{path: {tmp_path}/in.jsonl}}]\n"
                                      "engine: {n_workers: 1}\n")
-    r = cli("run", "--config", str(tmp_path / "c.yaml"), "--no-progress", "--in-process")
+    r = corpus_lab("run", "--config", str(tmp_path / "c.yaml"), "--no-progress", "--in-process")
     assert r.returncode == 0, r.stderr
     assert "13 documents, 2 rejected records" in r.stdout and "gopher_quality" in r.stdout
     reasons = sorted(query.reject_rows(tmp_path / "runs" / "t")["reason"])
@@ -56,49 +41,49 @@ def test_run_then_funnel_with_other_thresholds(tmp_path):
     assert any("looks like a JSON array or pretty-printed JSON" in x for x in reasons)
     strict = tmp_path / "strict.yaml"
     strict.write_text((tmp_path / "c.yaml").read_text() + "stages: {gopher_quality: {min_words: 100000}}\n")
-    r2 = cli("funnel", str(tmp_path / "runs" / "t"), "--config", str(strict))
+    r2 = corpus_lab("funnel", str(tmp_path / "runs" / "t"), "--config", str(strict))
     assert r2.returncode == 0, r2.stderr
     line = next(x for x in r2.stdout.splitlines() if "gopher_quality" in x)
     assert " 13 " in line.replace("┆", " ")  # every document is now too short
-    r3 = cli("funnel", str(tmp_path / "runs" / "t"), "--by", "lang")
+    r3 = corpus_lab("funnel", str(tmp_path / "runs" / "t"), "--by", "lang")
     assert r3.returncode == 0 and "lang = en: " in r3.stdout, r3.stderr
     assert "shape:" not in r3.stdout and "…" not in r3.stdout and "docs_retention" in r3.stdout  # nothing hidden
-    r4 = cli("clusters", str(tmp_path / "runs" / "t"))
+    r4 = corpus_lab("clusters", str(tmp_path / "runs" / "t"))
     assert r4.returncode == 0 and "1 clusters of 2 documents at Jaccard >= 0.80" in r4.stdout, r4.stderr
     cid = query.clusters(tmp_path / "runs" / "t", 0.8)["cluster_id"][0]
-    r6 = cli("clusters", str(tmp_path / "runs" / "t"), "--show", str(cid))
+    r6 = corpus_lab("clusters", str(tmp_path / "runs" / "t"), "--show", str(cid))
     assert r6.returncode == 0 and "2 members, 1 kept" in r6.stdout, r6.stderr
     assert "in.jsonl @ 0 · en" in r6.stdout and "  text " + " ".join(docs[0]["text"].split())[:60] in r6.stdout
-    r7 = cli("clusters", str(tmp_path / "runs" / "t"), "--show", "12345")
+    r7 = corpus_lab("clusters", str(tmp_path / "runs" / "t"), "--show", "12345")
     assert r7.returncode == 2 and "no cluster with that id" in r7.stderr
-    r5 = cli("clusters", str(tmp_path / "runs" / "t"), "--threshold", "0.83")
+    r5 = corpus_lab("clusters", str(tmp_path / "runs" / "t"), "--threshold", "0.83")
     assert r5.returncode == 2 and "threshold=0.83 is not allowed" in r5.stderr and "0.80, 0.85" in r5.stderr
 
 
-def test_empty_input_is_an_error(tmp_path):
+def test_empty_input_is_an_error(tmp_path, corpus_lab):
     (tmp_path / "empty.jsonl").write_text("")
     (tmp_path / "c.yaml").write_text(f"name: e\noutput_dir: {tmp_path}/runs\ninputs: [{{path: {tmp_path}/empty.jsonl}}]\n"
                                      "engine: {n_workers: 1}\n")
-    r = cli("run", "--config", str(tmp_path / "c.yaml"), "--no-progress", "--in-process")
+    r = corpus_lab("run", "--config", str(tmp_path / "c.yaml"), "--no-progress", "--in-process")
     assert r.returncode == 1 and "no documents were read" in r.stderr
 
 
-def test_every_record_rejected_is_an_error_with_its_reasons(tmp_path):
+def test_every_record_rejected_is_an_error_with_its_reasons(tmp_path, corpus_lab):
     lines = ['{"text": ["a", "list"]}', '{"text": 7}', '{"id": "no text"}', '{"text": ["b"]}', "not json"]
     (tmp_path / "bad.jsonl").write_text("\n".join(lines) + "\n")
     (tmp_path / "c.yaml").write_text(f"name: b\noutput_dir: {tmp_path}/runs\ninputs: [{{path: {tmp_path}/bad.jsonl}}]\n"
                                      "engine: {n_workers: 1}\n")
-    r = cli("run", "--config", str(tmp_path / "c.yaml"), "--no-progress", "--in-process")
+    r = corpus_lab("run", "--config", str(tmp_path / "c.yaml"), "--no-progress", "--in-process")
     assert r.returncode == 1, r.stderr
     assert "no documents were read from the inputs (5 rejected records)" in r.stderr and "Traceback" not in r.stderr
     assert "2 x " in r.stderr and "field 'text' is a list, not a string" in r.stderr  # the most frequent first
     assert f"corpus-lab rejects {tmp_path}/runs/b" in r.stderr
-    r2 = cli("rejects", str(tmp_path / "runs" / "b"), "--examples", "1")
+    r2 = corpus_lab("rejects", str(tmp_path / "runs" / "b"), "--examples", "1")
     assert r2.returncode == 0, r2.stderr
     out = r2.stdout.splitlines()
     assert "2  " in out[0] and "is a list, not a string" in out[0] and "bad.jsonl:" in out[1]
     assert sum(x.strip()[0].isdigit() for x in out) == len(query.reject_reasons(tmp_path / "runs" / "b")) >= 3
-    r3 = cli("rejects", str(tmp_path / "nowhere"))
+    r3 = corpus_lab("rejects", str(tmp_path / "nowhere"))
     assert r3.returncode == 2 and "is not a run directory" in r3.stderr
 
 
@@ -110,7 +95,7 @@ def test_unwritable_output_is_a_clean_error(tmp_path):
     assert r.returncode == 2 and "corpus-lab: error" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_ctrl_c_prints_one_line_and_the_rerun_resumes(tmp_path):
+def test_ctrl_c_prints_one_line_and_the_rerun_resumes(tmp_path, corpus_lab):
     import signal
     import time
 
@@ -134,11 +119,11 @@ def test_ctrl_c_prints_one_line_and_the_rerun_resumes(tmp_path):
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
     line = next(x for x in err.splitlines() if x.startswith("corpus-lab: interrupted"))
     assert "rerun the same command to resume" in line and f"of {tmp_path}/runs/i complete" in line
-    r = cli("run", "--config", str(tmp_path / "c.yaml"), "--no-progress", "--in-process")  # the resume is the engine's
+    r = corpus_lab("run", "--config", str(tmp_path / "c.yaml"), "--no-progress", "--in-process")  # the resume is the engine's
     assert r.returncode == 0 and "400 documents" in r.stdout, r.stderr
 
 
-def test_two_runs_on_one_directory_the_second_fails_at_once_naming_the_first(tmp_path):
+def test_two_runs_on_one_directory_the_second_fails_at_once_naming_the_first(tmp_path, corpus_lab):
     import random
 
     rng = random.Random(3)
@@ -157,11 +142,11 @@ def test_two_runs_on_one_directory_the_second_fails_at_once_naming_the_first(tmp
     assert outs[loser][0] == ""  # refused before any work: no report
     assert "40 documents" in outs[winner][0]
     assert (tmp_path / "runs" / "two" / ".lock").read_bytes() == b""
-    r = cli("run", "--config", str(tmp_path / "c.yaml"), "--no-progress", "--in-process")  # free again: the rerun reuses it
+    r = corpus_lab("run", "--config", str(tmp_path / "c.yaml"), "--no-progress", "--in-process")  # free again: the rerun reuses it
     assert r.returncode == 0, r.stderr
 
 
-def test_train_quality_from_labels_then_a_batch_run_drops_the_low_scores(tmp_path):
+def test_train_quality_from_labels_then_a_batch_run_drops_the_low_scores(tmp_path, corpus_lab):
     import random
 
     import pyarrow.parquet as pq
@@ -180,14 +165,14 @@ def test_train_quality_from_labels_then_a_batch_run_drops_the_low_scores(tmp_pat
     base = f"output_dir: {tmp_path}/runs\ninputs: [{{path: {tmp_path}/in.jsonl}}]\ntokenizer: {{enabled: false}}\n" \
            "engine: {n_workers: 1}\n"
     (tmp_path / "a.yaml").write_text(f"name: a\n{base}stages: {off}}}\n")
-    assert cli("run", "--config", str(tmp_path / "a.yaml"), "--no-progress", "--in-process").returncode == 0
+    assert corpus_lab("run", "--config", str(tmp_path / "a.yaml"), "--no-progress", "--in-process").returncode == 0
     run = tmp_path / "runs" / "a"
-    r = cli("train-quality", str(run))
+    r = corpus_lab("train-quality", str(run))
     assert r.returncode == 3 and "no positives" in r.stderr and "--positives" in r.stderr  # label first: run state
     ids = pq.read_table(run / "docs", columns=["doc_id", "record_id"]).to_pylist()
     labels.add_many(run, [{"doc_id": d["doc_id"], "label": "good" if d["record_id"].startswith("p") else "bad"}
                           for d in ids if d["record_id"][1:] not in ("14", "15")], user="tester")  # 28 labelled
-    r = cli("train-quality", str(run))
+    r = corpus_lab("train-quality", str(run))
     assert r.returncode == 0, r.stderr
     model = run / "models" / "quality.npz"
     report = json.loads(report_path(model).read_text())
@@ -196,12 +181,12 @@ def test_train_quality_from_labels_then_a_batch_run_drops_the_low_scores(tmp_pat
     assert f"quality model {model}" in r.stdout and "held-out AUC 1.0" in r.stdout and "most negative: " in r.stdout
     assert {"click", "casino"} & {g for g, _ in report["top_features"]["negative"]}
     (tmp_path / "b.yaml").write_text(f"name: b\nmode: batch\n{base}stages: {off}, quality_model: {{model: {model}}}}}\n")
-    r = cli("run", "--config", str(tmp_path / "b.yaml"), "--no-progress", "--in-process")
+    r = corpus_lab("run", "--config", str(tmp_path / "b.yaml"), "--no-progress", "--in-process")
     assert r.returncode == 0, r.stderr
     manifest = json.loads((tmp_path / "runs" / "b" / "manifest.json").read_text())
     assert manifest["dropped"]["quality_model.low_score"][0] == 16
     assert manifest["models"]["quality_model"]["sha256"] == report["sha256"]
     ref = tmp_path / "ref.jsonl"  # a reference corpus against a random sample of the run
     ref.write_text("".join(json.dumps({"text": sample.english_doc(rng)}) + "\n" for _ in range(10)))
-    r = cli("train-quality", str(run), "--positives", str(ref), "--negatives", "sample", "--out", str(tmp_path / "m.npz"))
+    r = corpus_lab("train-quality", str(run), "--positives", str(ref), "--negatives", "sample", "--out", str(tmp_path / "m.npz"))
     assert r.returncode == 0 and "documents sampled from the run (seed 0)" in r.stdout, r.stderr

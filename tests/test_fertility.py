@@ -181,10 +181,9 @@ def test_write_read_round_trip(run, table, tmp_path):
         fertility.read(tmp_path)
 
 
-def test_fertility_command_writes_the_table_lab_query_reads(run):
+def test_fertility_command_writes_the_table_lab_query_reads(run, corpus_lab):
     run_dir = run.run_dir
-    r = subprocess.run([sys.executable, "-m", "lab.cli", "fertility", str(run_dir), "--vocab-sizes", "300,500"],
-                       capture_output=True, text=True)
+    r = corpus_lab("fertility", run_dir, "--vocab-sizes", "300,500")
     assert r.returncode == 0, r.stderr
     assert "bpe-300" in r.stdout and "cl100k_base" in r.stdout
     t = query.fertility_comparison(run_dir)

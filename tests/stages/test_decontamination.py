@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
-import sys
 
 import pytest
 
@@ -102,7 +100,7 @@ def test_editing_an_eval_set_changes_the_signals_hash(sets):
     assert cfg.signals_hash() != before
 
 
-def test_a_run_drops_contaminated_documents_in_explore_and_batch(sets, tmp_path):
+def test_a_run_drops_contaminated_documents_in_explore_and_batch(sets, tmp_path, corpus_lab):
     filler = [" ".join(words(100 + i, 80)) for i in range(4)]
     texts = [filler[0], f"{filler[1]} {' '.join(QUESTION)}", f"{filler[2]} {' '.join(QUESTION[:12])}", filler[3]]
     src = tmp_path / "docs.jsonl"
@@ -132,10 +130,9 @@ def test_a_run_drops_contaminated_documents_in_explore_and_batch(sets, tmp_path)
     # of `corpus-lab run` (here a rerun that reuses every partition) and of `corpus-lab funnel`
     rerun = ["run", "--config", str(explore / "config.yaml"), "--in-process", "--no-progress"]
     for command in (["contamination", str(explore)], rerun, ["funnel", str(explore)]):
-        out = subprocess.run([sys.executable, "-m", "lab.cli", *command], capture_output=True, text=True)
+        out = corpus_lab(*command)
         assert out.returncode == 0 and f"qa: 1 documents, {tokens:,} tokens, 18 matching n-grams, longest overlap " \
             "30 words" in out.stdout, out.stdout + out.stderr
     assert "decontamination" in out.stdout  # the funnel's row, above the report
-    out = subprocess.run([sys.executable, "-m", "lab.cli", "contamination", str(cfg.run_dir)], capture_output=True,
-                         text=True)
+    out = corpus_lab("contamination", cfg.run_dir)
     assert out.returncode == 0 and "qa: 1 documents, tokens not counted, 18 matching" in out.stdout  # the batch run
