@@ -17,9 +17,9 @@ from lab import query, sample
 pytestmark = pytest.mark.cluster
 
 
-def process(*args, cwd=None) -> subprocess.CompletedProcess:
+def process(*args) -> subprocess.CompletedProcess:
     """``corpus-lab ARGS`` as a process of its own."""
-    return subprocess.run([sys.executable, "-m", "lab.cli", *args], capture_output=True, text=True, cwd=cwd)
+    return subprocess.run([sys.executable, "-m", "lab.cli", *args], capture_output=True, text=True)
 
 
 def test_run_then_funnel_with_other_thresholds(tmp_path, corpus_lab):
