@@ -11,12 +11,13 @@ reads files but through ``lab``: the server exposes no static directory.
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import panel as pn
 
 from apps import panes
-from apps.dispatch import Dispatch, WhenShown
+from apps.dispatch import Dispatch, WhenShown, collect_when_idle
 from apps.store import Selection
 from apps.views.dedup import DedupTab
 from apps.views.export import ExportTab
@@ -100,6 +101,12 @@ def serve(run_dir: str | Path, *, address: str = "127.0.0.1", port: int = 5006, 
           show: bool = False, threaded: bool = False):
     """Serve the dashboard (Panel/Bokeh server); ``basic_auth``: a password, or a JSON file of users."""
     query.open_run(run_dir, in_memory=True)  # load once, before the first session
+    # what is loaded now lives as long as the server (the modules, the run): out of the collector's reach,
+    # so a full collection scans only the sessions' objects (~35 instead of ~135 ms with one session open:
+    # a pause that otherwise lands in the middle of a slider's answer)
+    gc.collect()
+    gc.freeze()
+    collect_when_idle()  # and the sessions' garbage is collected between answers, not during one
     kwargs = {"basic_auth": basic_auth, "cookie_secret": _cookie_secret()} if basic_auth else {}
     return pn.serve({"/": lambda: create(run_dir)}, address=address, port=port, show=show, threaded=threaded,
                     title="corpus-lab", websocket_origin=[f"{address}:{port}", f"localhost:{port}"], **kwargs)

@@ -192,6 +192,10 @@ class Selection(param.Parameterized):
         """The query string that restores this selection (``restore``)."""
         return knobs.encode(self.moved)
 
+    def prepare(self, signals: list[str]) -> None:
+        """Make ahead what the first move of these signals' thresholds needs (``lab.query.prepare``)."""
+        query.prepare(self.run, signals)
+
     def histogram(self, signal: str, *, config: Config | None = None, bins: int = 40) -> pl.DataFrame:
         return query.histogram(self.run, self.config if config is None else config, signal, bins=bins)
 

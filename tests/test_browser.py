@@ -24,7 +24,6 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import polars as pl
@@ -107,8 +106,8 @@ def served(run_dir):
     url = f"http://127.0.0.1:{port}/"
     deadline = time.time() + 120
     while time.time() < deadline:
-        try:
-            urllib.request.urlopen(url, timeout=30).read()
+        try:  # the port accepts once the run is loaded (a GET would build a session no one opens)
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
             break
         except OSError:
             if proc.poll() is not None:

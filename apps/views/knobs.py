@@ -257,8 +257,12 @@ class KnobPanel:
         self.refresh_histograms([stage])  # drawn now if never opened before
 
     def _reports(self, stage: str) -> None:
-        """A card's line about its run (not its thresholds), once: what the URL lists block (a query, off
-        the loop); that the run has no evaluation set or no model (its config)."""
+        """Once per card, off the loop: its signals made ready for their first move (``Selection.prepare``);
+        its line about its run (not its thresholds): what the URL lists block (a query); that the run has
+        no evaluation set or no model (its config)."""
+        signals = sorted({c.knob.signal for c in self.by_stage[stage] if c.knob.signal})
+        if signals:
+            self.dispatch.submit(f"prepare:{stage}", lambda: self.sel.prepare(signals), _ignore, pool=DETAILS)
         if stage not in self.notes:
             return
         if stage != "url":
@@ -391,6 +395,10 @@ def url_report_html(df: pl.DataFrame, has_list: bool) -> str:
         lists = "on the blocklist: none" if has_list else "no blocklist (stages.url.blocklist)"
     return (f"<p style='margin:2px 0'>URLs: {fmt.count(with_url)} documents with one, {fmt.count(n.get('no URL', 0))} "
             f"without (they pass); {lists}</p>")
+
+
+def _ignore(fut: Future) -> None:
+    """Nothing to show (work done ahead); an error shows with the query that needs it."""
 
 
 def _unopened(n: int) -> pn.pane.HTML:

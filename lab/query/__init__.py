@@ -96,6 +96,7 @@ from lab.query.funnels import (  # noqa: F401
     dropped_samples,
     funnel,
     languages,
+    prepare,
     reason_counts,
     reason_counts_by_partition,
     reject_reasons,

@@ -171,6 +171,15 @@ class Codes:
                 self._order[signal] = (v[o], rows[o])
             return self._order[signal]
 
+    def prepare(self, signals: list[str]) -> None:
+        """Sort the threshold signals among ``signals`` now (what ``moved`` reads), so that the first move of
+        each is as fast as the next ones (an argsort of the column: ~0.1 s at 1M documents)."""
+        for s in signals:
+            if s in self.run.columns:
+                col = self.column(s)
+                if col.dictionary is None and col.values.dtype.kind in "iuf":
+                    self._sorted(s)
+
     # --- every rule ---------------------------------------------------------------------------------
 
     def _groups_of(self, signal: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
