@@ -418,12 +418,13 @@ def _histogram_data(h: pl.DataFrame, unit: str, log: bool) -> dict[str, list]:
     >>> _histogram_data(h, "docs", log=True)["top"]
     [2, 4]
     """
-    h = h.filter(h["bin_lo"].is_not_null())
-    passed, dropped = h[f"passed_{unit}"].to_list(), h[f"dropped_{unit}"].to_list()
+    # plain lists: a polars filter of a 40-row frame costs ~2 ms (its query engine), nine per slider move
+    cols = [h[c].to_list() for c in ("bin_lo", "bin_hi", f"passed_{unit}", f"dropped_{unit}")]
+    left, right, passed, dropped = (list(c) for c in zip(*(r for r in zip(*cols) if r[0] is not None))) \
+        if h.height and any(x is not None for x in cols[0]) else ([], [], [], [])
     floor = 0.5 if log else 0  # a log axis has no 0
-    return {"left": h["bin_lo"].to_list(), "right": h["bin_hi"].to_list(),
-            "passed": [max(p, floor) for p in passed], "dropped": dropped,
-            "top": [max(p + d, floor) for p, d in zip(passed, dropped)], "bottom0": [floor] * h.height}
+    return {"left": left, "right": right, "passed": [max(p, floor) for p in passed], "dropped": dropped,
+            "top": [max(p + d, floor) for p, d in zip(passed, dropped)], "bottom0": [floor] * len(left)}
 
 
 def _change_line(change: dict) -> str:
