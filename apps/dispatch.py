@@ -95,6 +95,18 @@ class Dispatch:
     def __init__(self, doc=None) -> None:
         self.doc = doc if doc is not None else pn.state.curdoc
         self.generation: dict[str, int] = {}
+        # work asked while the page is being built waits until the browser has loaded it: an answer that
+        # comes back while the server is still making the session (a fast query) could otherwise be lost
+        # with the callback that shows it (seen: a new page's histograms never drawn, about 1 load in 5)
+        self.waiting: dict[str, tuple] | None = None
+        if self.served:
+            self.waiting = {}
+            pn.state.onload(self._loaded)
+
+    def _loaded(self) -> None:
+        waiting, self.waiting = self.waiting or {}, None
+        for kind, (compute, show, pool) in waiting.items():
+            self.submit(kind, compute, show, pool=pool)
 
     @property
     def served(self) -> bool:
@@ -102,6 +114,9 @@ class Dispatch:
 
     def submit(self, kind: str, compute: Callable[[], Any], show: Callable[[Future], None], *,
                pool: Pool | None = None) -> None:
+        if self.waiting is not None:  # the page is not loaded yet: the latest request of each kind, then
+            self.waiting[kind] = (compute, show, pool)
+            return
         gen = self.generation[kind] = self.generation.get(kind, 0) + 1
         if not self.served:
             show(done(compute))
