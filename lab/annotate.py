@@ -113,7 +113,7 @@ def annotate_docs(docs: list[Doc], cfg: Config, batch_rules: dict[str, list[Rule
             continue
         if row.get("pii_total"):  # stored text never holds PII
             t0 = time.thread_time()
-            text = pii.scrub(text)
+            text = pii.scrub(text, ip_ranges=cfg.stage("pii").ip_ranges)  # what its signals counted
             clock["pii"] = clock.get("pii", 0.0) + (time.thread_time() - t0)
         results.append((row, text))
     return results

@@ -20,7 +20,8 @@ document's URL and the lists its config names). A collector whose ``chunk_size``
 ``signals_batch([(i, text, doc), ...])``, given that many documents at once (quality_model's HuggingFace
 model: batched forward passes). ``prepare(cfg, run_dir)``, when a stage has it, runs
 once in the driver before any partition is annotated (decontamination builds its n-gram index;
-quality_model checks that a HuggingFace model's libraries are installed). Transform stages (``pii``) also have ``scrub(text) -> str``.
+quality_model checks that a HuggingFace model's libraries are installed). Transform stages (``pii``) also have
+``scrub(text, ...) -> str``, given what their collector gives ``signals`` (pii: its config's ``ip_ranges``).
 
 Everything else derives from this registry: the config (``stages.<name>``, ``lab.config``), the knobs
 (fields declared with ``lab.stages.fields.knob``), the signals schema, the signals hash, the config
