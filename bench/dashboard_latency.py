@@ -164,7 +164,7 @@ window.__waitPage = (before, want, timeout) => window.__until(() => {
 """
 
 
-FLAGS = {"doc_id", "content_hash", "malformed_utf8", "c4_lorem_ipsum", "c4_curly_brace", "bytes"}
+FLAGS = {"doc_id", "content_hash", "decode_errors", "c4_lorem_ipsum", "c4_curly_brace", "bytes"}
 
 
 def jitter(t: pa.Table, rng: np.random.Generator) -> pa.Table:

@@ -82,7 +82,8 @@ def annotate_docs(docs: list[Doc], cfg: Config, batch_rules: dict[str, list[Rule
     t0 = time.thread_time()
     for doc in docs:
         rows.append({"doc_id": doc.doc_id, "source": doc.source, "bytes": 0, "raw_bytes": doc.raw_bytes,
-                     "malformed_utf8": doc.malformed_utf8, "drop_reason": None})
+                     "decode_errors": doc.decode_errors, "encoding": doc.encoding,
+                     "encoding_source": doc.encoding_source, "drop_reason": None})
         text = extract.html_to_text(doc.text) if doc.is_html else doc.text
         rows[-1]["bytes"] = len(text.encode("utf-8", "surrogatepass"))
         texts.append(text)

@@ -186,14 +186,17 @@ class Config:
         return hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()[:16]
 
     def signals_hash(self) -> str:
-        """Hash of everything that changes stored signals: ``inputs_hash`` and every stage's ``VERSION``
-        and ``signal_params`` (the MinHash signature parameters, the language model). A partition
-        annotated under another one is annotated again."""
+        """Hash of everything that changes stored signals: ``inputs_hash``, the readers' version and charset
+        detector (``lab.io.readers.signal_params``: the same bytes may decode to other text), and every
+        stage's ``VERSION`` and ``signal_params`` (the MinHash signature parameters, the language model).
+        A partition annotated under another one is annotated again."""
+        from lab.io import readers
+
         stages = {}
         for m in STAGES:
             params = m.signal_params(getattr(self.stages, m.NAME)) if hasattr(m, "signal_params") else {}
             stages[m.NAME] = {"version": m.VERSION, **params}
-        part = {"inputs": self.inputs_hash(), "stages": stages}
+        part = {"inputs": self.inputs_hash(), "read": readers.signal_params(), "stages": stages}
         return hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()[:16]
 
     def config_hash(self) -> str:

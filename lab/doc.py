@@ -22,7 +22,9 @@ class Doc:
     raw_bytes: int  # size of the record as read, before decoding
     url: str = ""
     record_id: str = ""  # the input's own id field, when it has one
-    malformed_utf8: int = 0  # undecodable bytes replaced by U+FFFD
+    decode_errors: int = 0  # undecodable bytes replaced by U+FFFD
+    encoding: str = "utf-8"  # the codec the record was decoded with
+    encoding_source: str = "default"  # where that came from: bom, header, meta, detected, default (lab.io.decoding)
     is_html: bool = False
 
     @property

@@ -110,7 +110,11 @@ def test_conservation_rejects_and_scrubbed_text(synthetic, one_worker_run):
     plain = cur.execute("SELECT sum(raw_bytes) FROM signals WHERE source LIKE '%.jsonl'").fetchone()[0]
     plain += cur.execute("SELECT sum(raw_bytes) FROM rejects WHERE source LIKE '%.jsonl'").fetchone()[0]
     assert plain == total_bytes
-    assert cur.execute("SELECT sum(malformed_utf8) FROM signals").fetchone()[0] == 2
+    assert cur.execute("SELECT sum(decode_errors) FROM signals").fetchone()[0] == 2
+    by_kind = cur.execute("SELECT source LIKE '%.warc.gz' AS page, encoding, encoding_source, count(*) FROM signals "
+                          "GROUP BY ALL ORDER BY page").fetchall()
+    assert [row[:3] for row in by_kind] == [(False, "utf-8", "default"), (True, "utf-8", "header")]
+    assert by_kind[1][3] == 20  # the pages declare UTF-8 in their HTTP header; JSONL is UTF-8 by definition
     texts = [t for (t,) in cur.execute("SELECT d.text FROM docs d JOIN signals s USING (doc_id) WHERE s.pii_total > 0").fetchall()]
     assert len(texts) >= 20 and all("<EMAIL>" in t and "@example.org" not in t for t in texts)
     pages = cur.execute("SELECT count(*) FROM docs WHERE url LIKE 'https://example.org/articles/%'").fetchone()[0]
@@ -185,15 +189,18 @@ def test_the_annotate_bar_moves_within_a_partition(tmp_path, capsys, local_clust
     assert any(0 < p < 100 for p in shown), shown  # reported while the partition was read
 
 
-def test_a_stage_version_bump_annotates_again(synthetic, tmp_path, monkeypatch):
-    # a stage whose code or word list changed (its VERSION bumped) makes every stored signal stale: the
-    # rerun annotates every partition again, in the same run directory, and gives the same outputs here
-    from lab.stages import gopher_quality
+@pytest.mark.parametrize("module", ["lab.stages.gopher_quality", "lab.io.readers"])
+def test_a_stage_or_reader_version_bump_annotates_again(synthetic, tmp_path, monkeypatch, module):
+    # a stage whose code or word list changed (its VERSION bumped), or readers that decode the same bytes
+    # another way, make every stored signal stale: the rerun annotates every partition again, in the same
+    # run directory, and gives the same outputs here
+    import importlib
 
+    bumped = importlib.import_module(module)
     cfg = config(synthetic, tmp_path, "bump", tokenizer=TokenizerConfig(enabled=False))  # the signals are the point
     first = engine.run(cfg, progress=False, client=INPROC)
     before = {str(p.relative_to(cfg.run_dir)): p.read_bytes() for p in Path(cfg.run_dir).glob("signals/part-*.parquet")}
-    monkeypatch.setattr(gopher_quality, "VERSION", gopher_quality.VERSION + 1)
+    monkeypatch.setattr(bumped, "VERSION", bumped.VERSION + 1)
     m = engine.run(cfg, progress=False, client=INPROC)
     assert m["last_run"]["partitions_run"] == len(m["partitions"]) > 0 and m["signals_hash"] != first["signals_hash"]
     assert m["inputs_hash"] == first["inputs_hash"]

@@ -17,8 +17,15 @@ Contract, shared by every reader:
   break and then one ``Reject`` at the break.
 - ``raw_bytes`` is the size of the record as read, so for uncompressed JSONL and text files the
   Docs and Rejects of a partition add up to exactly the bytes it owns.
-- Malformed UTF-8 is replaced by U+FFFD (one per run of bad bytes) and counted in
-  ``Doc.malformed_utf8``; the document is kept. Lone surrogates from JSON ``\\uD800``-style
+- Every document records how it was decoded (``lab.io.decoding``): ``Doc.encoding`` is the codec
+  and ``Doc.encoding_source`` where it came from. WARC responses are decoded as browsers decode
+  them (BOM, HTTP header, ``<meta>``, detection). JSONL and Parquet text is UTF-8 (``default``);
+  a plain-text file is UTF-8, or what its byte-order mark says (``bom``, UTF-16 too). A BOM is
+  never part of the text, and never costs a record: a JSONL line that starts with the UTF-8 BOM
+  (a file's first line, or the first line of a file concatenated to another) is read without it
+  (``bom``), whichever byte range of the file a partition reads.
+- Undecodable bytes are replaced by U+FFFD (one per run of bad bytes) and counted in
+  ``Doc.decode_errors``; the document is kept. Lone surrogates from JSON ``\\uD800``-style
   escapes (which no UTF-8 writer accepts) are replaced and counted the same way.
 - Empty text is a document with ``text == ""``; the extract stage drops it, so it shows in the
   funnel. Records larger than ``ingest.max_doc_bytes`` are rejected without being held in memory.
@@ -27,6 +34,7 @@ Contract, shared by every reader:
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import os
@@ -37,8 +45,10 @@ from dataclasses import dataclass
 
 from lab.config import IngestConfig, InputConfig
 from lab.doc import Doc
+from lab.io.decoding import UTF8_BOM, bom, decode_file, decode_utf8, decode_web
 from lab.io.partitions import Partition, codec_of
 
+VERSION = 2  # bump when the readers make other documents of the same bytes (decoding, BOMs): a rerun reads again
 CHUNK = 1 << 20  # bytes read from disk at a time
 BINARY_PROBE = 8192  # a text file with a NUL byte in its first 8 KiB is binary
 HTML_TYPES = ("text/html", "application/xhtml+xml")
@@ -60,51 +70,22 @@ def read(part: Partition, inp: InputConfig, ingest: IngestConfig) -> Iterator[Do
     return readers[part.format](part, inp, ingest)
 
 
-# --- decoding --------------------------------------------------------------------------------------
+def signal_params() -> dict:
+    """What the documents read from unchanged input depend on: the readers' ``VERSION`` and the charset
+    detector's package (a new detector may decode a page differently). Part of the signals hash."""
+    return {"version": VERSION, "detector": _detector_version()}
 
-_ESCAPED = re.compile("[\udc80-\udcff]+")  # surrogateescape's stand-ins for undecodable bytes
+
+@functools.lru_cache(maxsize=1)
+def _detector_version() -> str:
+    from importlib import metadata
+
+    return f"resiliparse {metadata.version('resiliparse')}"
+
+
+# --- JSON escapes ----------------------------------------------------------------------------------
+
 _SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def decode_utf8(data: bytes) -> tuple[str, int]:
-    """Text of ``data`` and the number of undecodable bytes, each run replaced by one U+FFFD.
-
-    >>> decode_utf8(b"caf\\xc3\\xa9 \\xff\\xfe!")
-    ('café \\ufffd!', 2)
-    """
-    try:
-        return data.decode("utf-8"), 0
-    except UnicodeDecodeError:
-        pass
-    return _replace_escaped(data.decode("utf-8", "surrogateescape"))
-
-
-def _replace_escaped(s: str) -> tuple[str, int]:
-    bad = 0
-
-    def one(m: re.Match) -> str:
-        nonlocal bad
-        bad += len(m.group())
-        return "\ufffd"
-
-    return _ESCAPED.sub(one, s), bad
-
-
-def _decode(data: bytes, charset: str | None) -> tuple[str, int]:
-    """Like ``decode_utf8`` for any charset; unknown charsets fall back to UTF-8."""
-    if not charset or charset.lower().replace("_", "-") in ("utf-8", "utf8"):
-        return decode_utf8(data)
-    try:
-        return data.decode(charset), 0
-    except LookupError:
-        return decode_utf8(data)
-    except UnicodeDecodeError:
-        pass
-    try:
-        return _replace_escaped(data.decode(charset, "surrogateescape"))
-    except UnicodeDecodeError:  # codecs that fail on ASCII bytes (utf-16, ...): count the replacements
-        text = data.decode(charset, "replace")
-        return text, text.count("\ufffd")
 
 
 def _scrub(s: str) -> tuple[str, int]:
@@ -358,7 +339,10 @@ def _lines(chunks: Iterator[bytes], offset: int, stop: int | None,
 
 def _json_doc(part: Partition, inp: InputConfig, off: int, line: bytes) -> Doc | Reject:
     where = f"{part.source} byte {off}"
-    size = len(line)
+    size = len(line)  # a BOM included: it is part of the file's bytes
+    source = "default"
+    if line.startswith(UTF8_BOM):  # a file's first line, or the first of a file concatenated to another
+        line, source = line[len(UTF8_BOM):], "bom"
     s, bad = decode_utf8(line)
     try:
         obj = json.loads(s)
@@ -391,7 +375,7 @@ def _json_doc(part: Partition, inp: InputConfig, off: int, line: bytes) -> Doc |
         text, lone = _scrub(text)
         rid, url = _scrub(rid)[0], _scrub(url)[0]
     return Doc(source=part.source, locator=off, text=text, raw_bytes=size, url=url, record_id=rid,
-               malformed_utf8=bad + lone, is_html=inp.html)
+               decode_errors=bad + lone, encoding_source=source, is_html=inp.html)
 
 
 # --- Parquet ---------------------------------------------------------------------------------------
@@ -468,14 +452,15 @@ def _row_doc(part: Partition, inp: InputConfig, ingest: IngestConfig, row: int, 
                       f"ingest.max_doc_bytes={ingest.max_doc_bytes}", len(raw))
     text, bad = decode_utf8(raw)
     return Doc(source=part.source, locator=row, text=text, raw_bytes=len(raw), url=url, record_id=rid,
-               malformed_utf8=bad, is_html=inp.html)
+               decode_errors=bad, is_html=inp.html)
 
 
 # --- plain text ------------------------------------------------------------------------------------
 
 
 def read_text(part: Partition, inp: InputConfig, ingest: IngestConfig) -> Iterator[Doc | Reject]:
-    """One document per file of ``part.files``; source = the file's relative path, locator 0."""
+    """One document per file of ``part.files`` (UTF-8, or UTF-16 with its BOM); source = the file's relative path,
+    locator 0. A file with a NUL byte in its first ``BINARY_PROBE`` bytes (and no UTF-16 BOM) is binary: a Reject."""
     for rel in part.files:
         full = os.path.join(part.path, rel)
         try:
@@ -489,15 +474,16 @@ def read_text(part: Partition, inp: InputConfig, ingest: IngestConfig) -> Iterat
         except OSError as e:
             yield Reject(rel, 0, f"{rel}: cannot be read ({e})", 0)
             continue
-        nul = data.find(b"\0", 0, BINARY_PROBE)
+        mark = bom(data)
+        nul = data.find(b"\0", 0, BINARY_PROBE) if mark is None or mark[0] == "utf-8" else -1  # UTF-16 text has NULs
         if nul >= 0:
             yield Reject(rel, 0, f"{rel}: binary file (NUL byte at offset {nul}); remove it from the "
                          "inputs or give the directory a narrower glob", len(data))
             continue
-        text, bad = decode_utf8(data)
+        text, bad, encoding, source = decode_file(data)
         html = inp.html or rel.lower().endswith((".html", ".htm"))
-        yield Doc(source=rel, locator=0, text=text.removeprefix("\ufeff"), raw_bytes=len(data),
-                  malformed_utf8=bad, is_html=html)
+        yield Doc(source=rel, locator=0, text=text, raw_bytes=len(data), decode_errors=bad, encoding=encoding,
+                  encoding_source=source, is_html=html)
 
 
 # --- WARC ------------------------------------------------------------------------------------------
@@ -506,7 +492,8 @@ def read_text(part: Partition, inp: InputConfig, ingest: IngestConfig) -> Iterat
 def read_warc(part: Partition, inp: InputConfig, ingest: IngestConfig) -> Iterator[Doc | Reject]:
     """Response records of a .warc or .warc.gz; locator = record offset in the decompressed stream.
 
-    HTML responses become documents to extract, other ``text/*`` responses plain-text documents;
+    HTML responses become documents to extract, other ``text/*`` responses plain-text documents, their
+    bodies decoded as browsers decode them (``lab.io.decoding.decode_web``: BOM, header, <meta>, detection);
     responses of any other content type (images, PDFs, ...) are rejects that name the type. Records
     that carry no response (warcinfo, request, metadata, revisit) are protocol records, not input
     documents, and are skipped; every record is read to its end so that a truncated one is
@@ -588,6 +575,8 @@ def _warc_doc(part: Partition, rec, block: bytes, pos: int, url: str, length: in
     if ctype not in HTML_TYPES and not ctype.startswith("text/"):
         return Reject(part.source, pos, f"{part.source} byte {pos} ({url}): response of content type "
                       f"{ctype or 'none'} is not a text document", length)
-    text, bad = _decode(body, http.http_charset)
+    html = ctype in HTML_TYPES
+    text, bad, encoding, source = decode_web(body, http.http_headers.get("Content-Type") or "", html=html)
     return Doc(source=part.source, locator=pos, text=text, raw_bytes=length, url=url,
-               record_id=rec.headers.get("WARC-Record-ID") or "", malformed_utf8=bad, is_html=ctype in HTML_TYPES)
+               record_id=rec.headers.get("WARC-Record-ID") or "", decode_errors=bad, encoding=encoding,
+               encoding_source=source, is_html=html)

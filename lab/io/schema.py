@@ -11,7 +11,9 @@ BASE_SIGNALS = {
     "source": pa.string(),
     "bytes": pa.int64(),  # UTF-8 bytes of the document's text (extracted from HTML; before the PII scrub)
     "raw_bytes": pa.int64(),  # bytes of the record as read (JSON keys, markup, the WARC record)
-    "malformed_utf8": pa.int64(),  # undecodable bytes replaced on read
+    "decode_errors": pa.int64(),  # undecodable bytes replaced by U+FFFD on read (any charset)
+    "encoding": pa.string(),  # the codec the record was decoded with (utf-8, cp1252, cp932, ...)
+    "encoding_source": pa.string(),  # where that came from: bom, header, meta, detected, default (lab.io.decoding)
 }
 DOCS_SCHEMA = pa.schema([("doc_id", pa.int64()), ("source", pa.string()), ("locator", pa.int64()),
                          ("url", pa.string()), ("record_id", pa.string()), ("text", pa.string())])
@@ -20,7 +22,8 @@ REJECTS_SCHEMA = pa.schema([("source", pa.string()), ("locator", pa.int64()), ("
 
 
 def signals_schema() -> pa.Schema:
-    """doc_id, source, bytes, malformed_utf8, every stage's signals in funnel order, drop_reason."""
+    """``BASE_SIGNALS`` (ingest: doc_id, source, bytes, raw_bytes, decoding), every stage's signals in funnel order,
+    drop_reason."""
     fields = list(BASE_SIGNALS.items())
     for m in STAGES:
         fields += list(m.SIGNALS.items())

@@ -54,7 +54,7 @@ def test_plain_jsonl_fields_ids_and_bytes(tmp_path):
     assert [x.raw_bytes for x in d] == [len(line) for line in lines]
     assert d[3].text == "doc 3 ééé" and d[3].record_id == "r3" and d[3].url == "https://x.org/3"
     assert d[3].source == "a.jsonl" and d[3].doc_id == doc_id("a.jsonl", offsets(lines)[3])
-    assert not d[3].is_html and d[3].malformed_utf8 == 0
+    assert not d[3].is_html and d[3].decode_errors == 0
 
 
 @pytest.mark.parametrize("suffix,compress", [
@@ -164,15 +164,15 @@ def test_custom_fields(tmp_path):
     assert (d.text, d.record_id, d.url, d.is_html) == ("hi", "7", "u", True)
 
 
-def test_malformed_utf8_is_kept_and_counted(tmp_path):
+def test_malformed_utf8_is_kept_and_counted_in_decode_errors(tmp_path):
     lines = [b'{"text": "caf\xc3\xa9 \xff\xfe ok \xc3"}\n', b'{"text": "fine"}\n', b'{"text": "\\ud800 x"}\n']
     (tmp_path / "a.jsonl").write_bytes(b"".join(lines))
     _, out = read_all(tmp_path / "a.jsonl")
     assert rejects(out) == []
     a, b, c = out
-    assert a.text == "café \ufffd ok \ufffd" and a.malformed_utf8 == 3 and a.raw_bytes == len(lines[0])
-    assert b.malformed_utf8 == 0
-    assert c.text == "\ufffd x" and c.malformed_utf8 == 1  # lone surrogate escape: not writable as UTF-8
+    assert a.text == "café \ufffd ok \ufffd" and a.decode_errors == 3 and a.raw_bytes == len(lines[0])
+    assert b.decode_errors == 0
+    assert c.text == "\ufffd x" and c.decode_errors == 1  # lone surrogate escape: not writable as UTF-8
     for d in out:
         d.text.encode("utf-8")  # every text can be written
 
@@ -285,3 +285,22 @@ def test_lines_the_json_parser_cannot_hold_are_rejected_not_the_partition(tmp_pa
     r = rejects(out)
     assert "unreadable JSON (RecursionError" in r[0].reason and "unreadable JSON (ValueError" in r[1].reason
     assert [x.locator for x in r] == offsets(lines)[1:3]
+
+
+@pytest.mark.parametrize("name,compress", [("a.jsonl", bytes), ("a.jsonl.gz", gzip.compress)])
+def test_a_byte_order_mark_costs_no_record(tmp_path, name, compress):
+    # a file written by a tool that starts UTF-8 with a BOM ("Unexpected UTF-8 BOM" to a JSON parser), and the
+    # same BOM again where a second such file was concatenated to it
+    lines = make_lines(400)
+    bom = b"\xef\xbb\xbf"
+    lines[0], lines[250] = bom + lines[0], bom + lines[250]
+    data = b"".join(lines)
+    (tmp_path / name).write_bytes(compress(data))
+    parts, out = read_all(tmp_path / name, ingest=IngestConfig(partition_bytes=4096))
+    assert len(parts) > 5 or name.endswith(".gz")  # a plain file is read in byte ranges that start mid-file
+    assert rejects(out) == []
+    d = docs(out)
+    assert [x.text for x in d] == [json.loads(line.removeprefix(bom))["text"] for line in lines]
+    assert [x.locator for x in d] == offsets(lines) and sum(x.raw_bytes for x in d) == len(data)  # the BOM's bytes too
+    assert [i for i, x in enumerate(d) if x.encoding_source == "bom"] == [0, 250]
+    assert {(x.encoding, x.encoding_source) for x in d} == {("utf-8", "bom"), ("utf-8", "default")}

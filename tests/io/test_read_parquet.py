@@ -117,8 +117,8 @@ def test_malformed_utf8_and_giant_rows(tmp_path):
     ingest = IngestConfig(max_doc_bytes=1000)
     _, out = read_all(path, InputConfig(str(path)), ingest)
     ok, bad, giant = out
-    assert ok.malformed_utf8 == 0
-    assert bad.text == "bad \ufffd end" and bad.malformed_utf8 == 2 and bad.raw_bytes == 10
+    assert ok.decode_errors == 0
+    assert bad.text == "bad \ufffd end" and bad.decode_errors == 2 and bad.raw_bytes == 10
     assert isinstance(giant, Reject) and giant.locator == 2 and giant.raw_bytes == 5000
     assert "document of 5000 bytes exceeds ingest.max_doc_bytes=1000" in giant.reason
 

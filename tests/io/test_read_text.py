@@ -35,7 +35,7 @@ def test_text_directory_docs_rejects_and_conservation(tmp_path):
     assert a.doc_id == doc_id("a.txt", 0) and a.raw_bytes == len(files["a.txt"])
     assert out["docs/b.md"].text == "# title\n\nbody é\n"
     assert isinstance(out["docs/c.rst"], Doc) and out["docs/c.rst"].text == ""
-    assert out["bad.txt"].text == "café \ufffd" and out["bad.txt"].malformed_utf8 == 2
+    assert out["bad.txt"].text == "café \ufffd" and out["bad.txt"].decode_errors == 2
     junk = out["junk.bin"]
     assert isinstance(junk, Reject) and junk.reason.startswith("junk.bin: binary file (NUL byte at offset 4)")
     assert junk.raw_bytes == len(files["junk.bin"])
@@ -52,3 +52,26 @@ def test_single_text_file_and_bom(tmp_path):
     (p,) = plan([inp], IngestConfig())
     (d,) = read(p, inp, IngestConfig())
     assert (d.source, d.text, d.raw_bytes) == ("one.txt", "hello", 8)
+
+
+def test_byte_order_marks_say_the_encoding_and_are_not_text(tmp_path):
+    files = {
+        "utf8.txt": b"\xef\xbb\xbf" + "naïve café".encode(),
+        "utf16le.txt": b"\xff\xfe" + "naïve café\n".encode("utf-16-le"),  # NUL bytes, but text: not binary
+        "utf16be.md": b"\xfe\xff" + "# naïve".encode("utf-16-be"),
+        "plain.txt": "naïve".encode(),
+        "nul.txt": b"text\x00\x00",  # NUL bytes and no BOM: binary
+    }
+    for rel, data in files.items():
+        (tmp_path / rel).write_bytes(data)
+    inp = InputConfig(str(tmp_path))
+    out = {o.source: o for p in plan([inp], IngestConfig()) for o in read(p, inp, IngestConfig())}
+    decoded = {k: (o.text, o.encoding, o.encoding_source, o.decode_errors) for k, o in out.items() if isinstance(o, Doc)}
+    assert decoded == {
+        "utf8.txt": ("naïve café", "utf-8", "bom", 0),
+        "utf16le.txt": ("naïve café\n", "utf-16-le", "bom", 0),
+        "utf16be.md": ("# naïve", "utf-16-be", "bom", 0),
+        "plain.txt": ("naïve", "utf-8", "default", 0),
+    }
+    assert isinstance(out["nul.txt"], Reject) and "binary file" in out["nul.txt"].reason
+    assert out["utf16le.txt"].raw_bytes == len(files["utf16le.txt"])

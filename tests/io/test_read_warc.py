@@ -43,7 +43,7 @@ RECORDS = [  # (record bytes, expected doc text, None for a skipped protocol rec
     (record("response", "https://b.org/", http("text/html; charset=iso-8859-1", "<p>café</p>".encode("latin-1")),
             RESPONSE, 4), "<p>café</p>"),
     (record("metadata", "https://b.org/", b"fetchTimeMs: 12\r\n", "application/warc-fields", 5), None),
-    (record("response", "https://c.org/", http("text/html", b"<p>bad \xff byte</p>"), RESPONSE, 6),
+    (record("response", "https://c.org/", http("text/html; charset=utf-8", b"<p>bad \xff byte</p>"), RESPONSE, 6),
      "<p>bad \ufffd byte</p>"),
     (record("response", "https://d.org/", http("text/html", GZ_BODY, "Content-Encoding: gzip\r\n"), RESPONSE, 7),
      "<p>zipped ü</p>"),
@@ -92,7 +92,9 @@ def test_html_responses_become_docs(tmp_path, name, gz):
     assert first.url == "https://a.org/" and first.is_html and first.source == name
     assert first.record_id == "<urn:uuid:00000000-0000-0000-0000-000000000002>"
     assert first.raw_bytes == len(http("text/html; charset=utf-8", "<p>héllo</p>".encode()))  # Content-Length
-    assert [d.malformed_utf8 for d in out] == [0, 0, 1, 0, 0]
+    assert [d.decode_errors for d in out] == [0, 0, 1, 0, 0]  # the byte that is not UTF-8 where UTF-8 is declared
+    assert [(d.encoding, d.encoding_source) for d in out] == [
+        ("utf-8", "header"), ("cp1252", "header"), ("utf-8", "header"), ("utf-8", "detected"), ("utf-8", "detected")]
 
 
 @pytest.mark.parametrize("gz", [False, True])
@@ -149,3 +151,101 @@ def test_plain_text_response_is_a_plain_document(tmp_path):
     (tmp_path / "p.warc").write_bytes(blob)
     (doc,) = read_file(str(tmp_path / "p.warc"))
     assert isinstance(doc, Doc) and doc.text == "just text" and not doc.is_html
+
+
+# --- charsets: pages in legacy encodings, declared in the header, in a <meta> tag or not at all ---------------
+
+# Real text per language (detection needs real words), the codec it is written in, the label its HTTP header
+# gives, the <meta> tag that declares it (each spelled another way), and the codec browsers decode it with.
+PAGES = {
+    "ja": ("今日は朝から雨が降っていたので、駅まで歩いて行くのをやめてバスに乗りました。図書館で新しい本を三冊"
+           "借りて、午後はずっと家で読んでいました。夕方には雨も止み、近くの公園を少し散歩しました。明日は友達と"
+           "一緒に山へ行く予定です。",
+           "shift_jis", "Shift_JIS", '<meta charset="shift_jis">', "cp932"),
+    "ko": ("오늘은 아침부터 비가 내려서 버스를 타고 학교에 갔습니다. 도서관에서 새 책을 세 권 빌렸고, 오후에는 "
+           "집에서 책을 읽었습니다. 저녁에는 비가 그쳐서 공원을 조금 걸었습니다. 내일은 친구와 함께 산에 갈 "
+           "예정입니다.",
+           "euc_kr", "EUC-KR", '<meta http-equiv="Content-Type" content="text/html; charset=euc-kr">', "cp949"),
+    "zh": ("今天早上下雨了，所以我坐公共汽车去学校。我在图书馆借了三本新书，下午一直在家里看书。傍晚雨停了，"
+           "我去附近的公园散步。明天我打算和朋友一起去爬山。我的朋友名字里有一个喆字。",  # 喆: GBK, not GB2312
+           "gbk", "GBK", "<META CHARSET=gb2312>", "gb18030"),
+    "ru": ("Сегодня с утра шёл дождь, поэтому я поехал в школу на автобусе. В библиотеке я взял три новые книги, "
+           "а после обеда читал их дома. Вечером дождь кончился, и я немного погулял в парке возле дома. Завтра мы "
+           "с другом собираемся поехать за город, если погода будет хорошей.",
+           "cp1251", "windows-1251", "<meta http-equiv='content-type' content='text/html;charset=windows-1251' />",
+           "cp1251"),
+    "fr": ("Ce matin, il pleuvait déjà quand je suis parti à l'école. À la bibliothèque, j'ai emprunté trois "
+           "nouveaux livres que j'ai lus tout l'après-midi. Le soir, la pluie a cessé et je me suis promené un peu "
+           "dans le parc près de chez moi. Demain, nous irons à la campagne chez mes grands-parents.",
+           "latin-1", "ISO-8859-1", '<meta charset = "iso-8859-1">', "cp1252"),
+}
+
+
+def page(lang: str, meta: str = "") -> str:
+    return (f"<!DOCTYPE html>\n<html lang={lang}><head>{meta}<title>{lang}</title></head>\n"
+            f"<body><p>{PAGES[lang][0]}</p></body></html>\n")
+
+
+def one_doc(tmp_path, content_type: str, body: bytes) -> Doc:
+    (tmp_path / "one.warc").write_bytes(record("response", "https://x.org/", http(content_type, body), RESPONSE, 1))
+    (doc,) = read_file(str(tmp_path / "one.warc"))
+    assert isinstance(doc, Doc)
+    return doc
+
+
+@pytest.mark.parametrize("declared", ["header", "meta", "detected"])
+@pytest.mark.parametrize("lang", list(PAGES))
+def test_a_legacy_page_decodes_to_its_text_however_its_charset_is_given(tmp_path, lang, declared):
+    _, codec, label, meta, browser = PAGES[lang]
+    html = page(lang, meta if declared == "meta" else "")
+    content_type = f"text/html; charset={label}" if declared == "header" else "text/html"
+    doc = one_doc(tmp_path, content_type, html.encode(codec))
+    assert doc.text == html
+    assert (doc.encoding, doc.encoding_source, doc.decode_errors) == (browser, declared, 0)
+
+
+def test_the_header_outranks_a_meta_tag_and_a_meta_tag_outranks_detection(tmp_path):
+    html = page("ru", '<meta charset="koi8-r">')  # a stale tag: the server says windows-1251
+    doc = one_doc(tmp_path, "text/html; charset=windows-1251", html.encode("cp1251"))
+    assert (doc.text, doc.encoding_source) == (html, "header")
+    agree = page("ja", '<meta charset="Shift_JIS">')
+    doc = one_doc(tmp_path, 'text/html; charset="shift_jis"', agree.encode("shift_jis"))  # quoted in the header
+    assert (doc.text, doc.encoding, doc.encoding_source) == (agree, "cp932", "header")
+
+
+def test_an_unknown_declared_charset_is_detected_not_taken_for_utf8(tmp_path):
+    html = page("ja", '<meta charset="utf-7">')  # a label browsers do not decode, in the tag as in the header
+    doc = one_doc(tmp_path, "text/html; charset=klingon", html.encode("shift_jis"))
+    assert (doc.text, doc.encoding, doc.encoding_source, doc.decode_errors) == (html, "cp932", "detected", 0)
+
+
+def test_a_meta_tag_past_the_probe_is_not_read(tmp_path):
+    from lab.io.decoding import META_PROBE
+
+    html = page("fr").replace("<head>", "<head><!--" + " " * META_PROBE + '--><meta charset="utf-8">')
+    doc = one_doc(tmp_path, "text/html", html.encode("latin-1"))
+    assert (doc.text, doc.encoding, doc.encoding_source) == (html, "cp1252", "detected")
+
+
+def test_a_bom_outranks_every_declaration_and_is_not_text(tmp_path):
+    html = page("fr")
+    doc = one_doc(tmp_path, "text/html; charset=iso-8859-1", b"\xef\xbb\xbf" + html.encode())
+    assert (doc.text, doc.encoding, doc.encoding_source) == (html, "utf-8", "bom")
+    doc = one_doc(tmp_path, "text/html", b"\xff\xfe" + html.encode("utf-16-le"))
+    assert (doc.text, doc.encoding, doc.encoding_source) == (html, "utf-16-le", "bom")
+    doc = one_doc(tmp_path, "text/plain", b"\xfe\xff" + "plain text".encode("utf-16-be"))
+    assert (doc.text, doc.encoding, doc.encoding_source, doc.is_html) == ("plain text", "utf-16-be", "bom", False)
+
+
+def test_a_meta_tag_is_read_in_html_only(tmp_path):
+    text = '<meta charset="shift_jis"> is how a page declares Shift_JIS.'
+    doc = one_doc(tmp_path, "text/plain", text.encode())
+    assert (doc.text, doc.encoding, doc.encoding_source) == (text, "utf-8", "detected")
+
+
+def test_bytes_the_detector_cannot_place_are_windows_1252_as_in_browsers(tmp_path):
+    table = bytes(range(0x80, 0x100))  # no language to detect, and not UTF-8
+    doc = one_doc(tmp_path, "text/plain", table)
+    assert (doc.encoding, doc.encoding_source) == ("cp1252", "default")
+    assert doc.decode_errors == 5  # 0x81, 0x8d, 0x8f, 0x90 and 0x9d are no character in windows-1252
+    assert doc.text.startswith("€\ufffd‚") and doc.text.endswith("þÿ") and doc.text.count("\ufffd") == 4
