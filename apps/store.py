@@ -354,6 +354,10 @@ class Clusters:
         cfg = self.sel.base.stages.near_dedup
         return neardup.s_curve_points(cfg.bands, cfg.rows)
 
+    def recall(self) -> float:
+        """The expected pair recall at ``at`` with the run's bands x rows: a point of ``s_curve``."""
+        return near_dedup.recall(self.sel.base.stages.near_dedup, self.at)
+
 
 def _default_pair(m: pl.DataFrame) -> tuple[int, int]:
     ids = m["doc_id"].to_list()

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from lab.config import Config, EngineConfig, InputConfig, build, load
 from lab.errors import ConfigError, DiskFullError, IntegrityError, LabError, RunStateError
+from lab.stages import near_dedup
 
 # exit statuses, by what the user does next (README "Exit codes"); argparse's usage errors are 2 too
 EXIT_FAILED = 1  # the command ran, its result is a failure: no document read, verify-tokens found a gap
@@ -117,9 +118,22 @@ def cmd_run(args: argparse.Namespace) -> int:
         if len(quarantined) > 10:
             print(f"  ... and {len(quarantined) - 10} more", file=sys.stderr)
     _print_funnel(query.funnel(cfg.run_dir, cfg, raw=True))
+    _print_recall(cfg)
     if cfg.stages.decontamination.eval_sets:
         _print_contamination(query.contamination(cfg.run_dir, cfg), cfg)
     return 0
+
+
+def _print_recall(cfg: Config, threshold: float | None = None) -> None:
+    """The expected pair recall at the near-dup threshold (``threshold``, else the config's, when its rule
+    is on) and, below 0.7, a warning on stderr saying what to do."""
+    nd = cfg.stages.near_dedup
+    if threshold is None and not nd.enabled:
+        return
+    print(near_dedup.recall_line(nd, threshold))
+    warning = near_dedup.recall_warning(nd, threshold)
+    if warning:
+        print(f"corpus-lab: warning: {warning}", file=sys.stderr)
 
 
 def _run_dir(path: str) -> Path:
@@ -139,6 +153,7 @@ def cmd_funnel(args: argparse.Namespace) -> int:
     df = query.funnel(run_dir, cfg, by=args.by, raw=True)
     if not args.by:
         _print_funnel(df)
+        _print_recall(cfg)
         if cfg.stages.decontamination.eval_sets:
             _print_contamination(query.contamination(run_dir, cfg), cfg)
         return 0
@@ -148,6 +163,7 @@ def cmd_funnel(args: argparse.Namespace) -> int:
         part = df.filter(df[args.by].is_null() if value is None else df[args.by] == value)
         print(f"{args.by} = {value if value is not None else '(none)'}: {part['docs_in'][0]:,} documents")
         _print_funnel(part)
+    _print_recall(cfg)
     return 0
 
 
@@ -257,6 +273,7 @@ def cmd_clusters(args: argparse.Namespace) -> int:
             return 0
         n = query.cluster_count(run_dir, args.threshold)
         print(f"{n['clusters']} clusters of {n['documents']} documents at Jaccard >= {args.threshold:.2f}")
+        _print_recall(load(run_dir / "config.yaml"), args.threshold)
         print(query.clusters(run_dir, args.threshold, sort=args.sort, offset=args.offset, limit=args.limit))
     return 0
 

@@ -32,6 +32,7 @@ import pytest
 from apps import format as fmt
 from lab import knobs, query
 from lab.config import load, loads
+from lab.stages import near_dedup
 
 CHROMIUM = shutil.which("chromium")
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
@@ -469,6 +470,10 @@ def test_dedup_tab_follows_the_funnel_threshold(served, browser):
     page.locator(".bk-tab", has_text="Dedup clusters").click()
     n = query.cluster_count(run_dir, 0.6, config=moved, page_size=20)
     page.wait_for_selector(f"text=documents at Jaccard ≥ 0.60 · page 1 of {n['pages']}", timeout=30_000)
+    # the expected pair recall at 0.60 with the run's 14 bands x 8 rows is 0.21: the tab warns and says what to do
+    warning = near_dedup.recall_warning(moved.stages.near_dedup)
+    note = page.locator(".dedup-note p", has_text="expected pair recall")  # the paragraph, in the pane's shadow root
+    assert warning and _wait_for(page, lambda: note.count() and warning in note.first.inner_text())
     first = query.clusters(run_dir, 0.6, config=moved, limit=1)
     page.locator('.tabulator-row .tabulator-cell[tabulator-field="size"]').first.click()
     members = query.cluster_members(run_dir, int(first["cluster_id"][0]), 0.6, config=moved)

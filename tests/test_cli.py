@@ -35,6 +35,9 @@ def test_run_then_funnel_with_other_thresholds(tmp_path, corpus_lab):
     r = corpus_lab("run", "--config", str(tmp_path / "c.yaml"), "--no-progress", "--in-process")
     assert r.returncode == 0, r.stderr
     assert "13 documents, 2 rejected records" in r.stdout and "gopher_quality" in r.stdout
+    # the expected pair recall at the near-dup threshold follows the funnel; 0.92 at 0.8 needs no warning
+    assert "near_dedup: expected pair recall 0.92 at Jaccard 0.80 (14 bands x 8 rows" in r.stdout
+    assert "expected pair recall" not in r.stderr
     reasons = sorted(query.reject_rows(tmp_path / "runs" / "t")["reason"])
     assert len(reasons) == 2
     assert any("field 'text' is a list, not a string" in x for x in reasons)
@@ -58,6 +61,17 @@ def test_run_then_funnel_with_other_thresholds(tmp_path, corpus_lab):
     assert r7.returncode == 2 and "no cluster with that id" in r7.stderr
     r5 = corpus_lab("clusters", str(tmp_path / "runs" / "t"), "--threshold", "0.83")
     assert r5.returncode == 2 and "threshold=0.83 is not allowed" in r5.stderr and "0.80, 0.85" in r5.stderr
+    # below 0.7 expected pair recall, the funnel and the cluster list warn and say what to do
+    low = tmp_path / "low.yaml"
+    low.write_text((tmp_path / "c.yaml").read_text() + "stages: {near_dedup: {threshold: 0.6}}\n")
+    r8 = corpus_lab("funnel", str(tmp_path / "runs" / "t"), "--config", str(low))
+    assert r8.returncode == 0 and "near_dedup: expected pair recall 0.21 at Jaccard 0.60" in r8.stdout, r8.stderr
+    assert ("corpus-lab: warning: near_dedup: expected pair recall 0.21 at Jaccard 0.60 is below 0.7: 14 bands x 8 "
+            "rows make only 21% of the pairs at that Jaccard candidates, the others get no edge; use a threshold "
+            "of 0.75 or more, or set stages.near_dedup.min_threshold: 0.6 and run again") in r8.stderr
+    r9 = corpus_lab("clusters", str(tmp_path / "runs" / "t"), "--threshold", "0.5")
+    assert r9.returncode == 0 and "expected pair recall 0.05 at Jaccard 0.50" in r9.stdout, r9.stderr
+    assert "corpus-lab: warning: near_dedup: expected pair recall 0.05 at Jaccard 0.50 is below 0.7" in r9.stderr
 
 
 def test_empty_input_is_an_error(tmp_path, corpus_lab):

@@ -155,6 +155,35 @@ def test_clusters_follow_the_funnel_threshold(run_dir):
     assert (c.compare(m)["a"], c.compare(m)["b"]) == c.pair
 
 
+def test_the_near_dedup_card_and_the_dedup_tab_give_the_recall_at_the_threshold(run_dir):
+    """The grid offers every threshold; the threshold's help says why some find few pairs, and the near_dedup
+    card and the Dedup tab give the expected pair recall at the one chosen (lab.stages.near_dedup, the run's
+    14 bands x 8 rows): a grey line at 0.8, an orange warning saying what to do at 0.6."""
+    from apps.views.dedup import DedupTab
+    from apps.views.funnel import FunnelTab
+    from apps.views.knobs import recall_note
+    from lab import knobs
+    from lab.stages import near_dedup
+
+    s = Selection(run_dir)
+    k = next(k for k in knobs.knobs(s.base) if k.name == "near_dedup.threshold")
+    assert k.options == near_dedup.GRID and "expected pair recall" in k.help and "min_threshold" in k.help
+    tab, dedup = FunnelTab(s, Dispatch(None)), DedupTab(s, Dispatch(None))
+    note = tab.knobs.notes["near_dedup"]
+    assert note.object == ""  # nothing before the card opens
+    tab.knobs.cards["near_dedup"].collapsed = False
+    assert "expected pair recall 0.92 at Jaccard 0.80 (14 bands x 8 rows" in note.object and "⚠" not in note.object
+    assert "At the funnel's near-dup threshold." in dedup.note.object and note.object in dedup.note.object
+    assert Clusters(s).recall() == near_dedup.recall(s.base.stages.near_dedup) == pytest.approx(0.9236, abs=1e-4)
+    s.set("near_dedup.threshold", 0.6)  # a move: the card's line and the Dedup tab follow
+    warning = near_dedup.recall_warning(s.config.stages.near_dedup)
+    assert note.object == recall_note(s.config.stages.near_dedup) and warning in note.object
+    assert "⚠ near_dedup: expected pair recall 0.21 at Jaccard 0.60 is below 0.7" in note.object
+    assert "min_threshold: 0.6" in note.object and warning in dedup.note.object
+    dedup.threshold.value = 0.9  # browsing above the funnel's: the recall there
+    assert "Browsing at 0.90" in dedup.note.object and "expected pair recall 1.00 at Jaccard 0.90" in dedup.note.object
+
+
 def test_labelling_needs_a_name(run_dir, tmp_path):
     import shutil
 

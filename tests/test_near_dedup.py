@@ -15,9 +15,11 @@ import pytest
 from datasketch import LeanMinHash, MinHash
 
 from lab import engine, neardup, query, sample
-from lab.config import Config, EngineConfig, IngestConfig, InputConfig, StagesConfig, TokenizerConfig, build, load
+from lab.config import (Config, EngineConfig, IngestConfig, InputConfig, StagesConfig, TokenizerConfig, build, dumps,
+                        load, loads)
 from lab.errors import ConfigError
 from lab.io.run import RunLayout
+from lab.neardup import recall as rc
 from lab.neardup import signature as sg
 from lab.stages import near_dedup as nd
 from lab.stages.c4 import Config as C4Config
@@ -136,11 +138,113 @@ def test_estimates_track_exact_jaccard():
     assert abs(np.mean(errors)) < 0.03 and np.sqrt(np.mean(np.square(errors))) < 0.06
 
 
+# --- recall: the S-curve, the recall at a threshold, bands x rows for a lowest threshold -----------------
+
+
 def test_s_curve():
-    assert sg.s_curve(0.8, 14, 8) == pytest.approx(1 - (1 - 0.8 ** 8) ** 14)
-    assert sg.s_curve(0.8, 14, 8) == pytest.approx(0.92355, abs=1e-5)  # 0.8^8 = 0.16777; 1 - 0.83223^14
+    assert rc.s_curve(0.8, 14, 8) == pytest.approx(1 - (1 - 0.8 ** 8) ** 14)
+    assert rc.s_curve(0.8, 14, 8) == pytest.approx(0.92355, abs=1e-5)  # 0.8^8 = 0.16777; 1 - 0.83223^14
     _, p = neardup.s_curve_points(14, 8)
     assert p[0] == 0 and p[-1] == 1 and np.all(np.diff(p) >= 0)
+
+
+def test_recall_at_the_default_bands_and_rows():
+    """Pair recall at a threshold: the candidate probability of a pair exactly at it. With 14 bands x 8 rows
+    it is 0.053 at 0.5 (a band of 8 values all equal: 0.5^8 = 1/256; 1 - (255/256)^14) and 0.211 at 0.6."""
+    cfg = nd.Config()
+    assert (cfg.bands, cfg.rows) == (14, 8)
+    assert rc.recall_at(0.5, 14, 8) == pytest.approx(1 - (255 / 256) ** 14) == pytest.approx(0.0533, abs=1e-4)
+    assert rc.recall_at(0.6, 14, 8) == pytest.approx(1 - (1 - 0.6 ** 8) ** 14) == pytest.approx(0.2111, abs=1e-4)
+    want = {0.5: 0.053, 0.55: 0.111, 0.6: 0.211, 0.65: 0.365, 0.7: 0.565, 0.75: 0.772, 0.8: 0.924, 0.85: 0.988,
+            0.9: 1.0, 0.95: 1.0}
+    assert {t: round(nd.recall(cfg, t), 3) for t in nd.GRID} == want
+    assert rc.lowest_threshold(nd.GRID, 14, 8) == 0.75  # the lowest grid threshold without a warning
+
+
+@pytest.mark.parametrize("s", [0.5, 0.6, 0.8])
+def test_s_curve_against_minhash_signatures(s):
+    """The share of random pairs of Jaccard ``s`` whose signatures (this stage's MinHash, 14 x 8) share a band
+    is the S-curve, within 4 standard errors."""
+    rng = np.random.default_rng(7)
+    shared, own = round(200 * s), round(100 * (1 - s))  # |A & B| / |A | B| = shared / (shared + 2 own) = s
+    trials, hits = 1500, 0
+    for _ in range(trials):
+        h = rng.choice(1 << 32, size=shared + 2 * own, replace=False).astype(np.uint32)
+        a, b = (sg.minhash(np.concatenate([h[:shared], h[shared + k * own: shared + (k + 1) * own]]), 112, 1)
+                for k in (0, 1))
+        hits += bool((a.reshape(14, 8) == b.reshape(14, 8)).all(axis=1).any())
+    p = rc.s_curve(s, 14, 8)
+    assert abs(hits / trials - p) < 4 * np.sqrt(p * (1 - p) / trials), (hits / trials, p)
+
+
+def test_bands_rows_for_a_min_threshold():
+    for t in (0.5, 0.6, 0.7, 0.8, 0.9):
+        bands, rows = rc.bands_rows(t, 112)
+        assert bands * rows <= 112 and rc.recall_at(t, bands, rows) >= 0.95
+        assert bands == 1 or rc.recall_at(t, bands - 1, rows) < 0.95  # the fewest bands
+        # and the most rows: with more rows per band, no number of bands that fits reaches 0.95
+        assert all(rc.recall_at(t, 112 // more, more) < 0.95 for more in range(rows + 1, 65))
+        assert rc.bands_rows(t, bands * rows) == (bands, rows)  # a derived pair derives itself again
+    assert rc.bands_rows(0.5, 112) == (23, 3) and rc.bands_rows(0.8, 112) == (13, 7)
+    assert rc.bands_rows(0.5, 4) is None
+
+
+def test_min_threshold_derives_bands_and_rows_in_the_config():
+    cfg = build(Config, {"stages": {"near_dedup": {"min_threshold": 0.5}}})
+    n = cfg.stages.near_dedup
+    assert (n.bands, n.rows, n.num_perm) == (23, 3, 69) and nd.recall(n, 0.5) >= 0.95
+    assert nd.recall_warning(n, 0.5) == "" and "0.95 at Jaccard 0.50 (23 bands x 3 rows" in nd.recall_line(n, 0.5)
+    assert loads(dumps(cfg)) == cfg  # the saved config (derived bands x rows) loads unchanged
+    budget = build(Config, {"stages": {"near_dedup": {"min_threshold": 0.5, "bands": 20, "rows": 10}}})
+    assert (budget.stages.near_dedup.bands, budget.stages.near_dedup.rows) == (47, 4)  # 200 permutations allowed
+    # a signature parameter: part of the signals hash only when set (runs made without it keep their signals)
+    assert "min_threshold" not in Config().stages.near_dedup.signature_params()
+    assert cfg.signals_hash() != Config().signals_hash()
+    derived = build(Config, {"stages": {"near_dedup": {"min_threshold": 0.8}}})
+    explicit = build(Config, {"stages": {"near_dedup": {"bands": 13, "rows": 7}}})
+    d, e = derived.stages.near_dedup, explicit.stages.near_dedup
+    assert (d.bands, d.rows) == (e.bands, e.rows) == (13, 7)
+    assert derived.signals_hash() != explicit.signals_hash()
+    with pytest.raises(ConfigError, match=r"stages\.near_dedup\.min_threshold=0\.3 is not allowed: must be a Jaccard "
+                                          r"in 0\.50\.\.0\.95 .*remove the key"):
+        build(Config, {"stages": {"near_dedup": {"min_threshold": 0.3}}})
+    with pytest.raises(ConfigError, match=r"min_threshold=0\.5 is not allowed: .*recall >= 0\.95 by at most bands x "
+                                          r"rows = 4 permutations; raise bands or rows"):
+        build(Config, {"stages": {"near_dedup": {"min_threshold": 0.5, "bands": 1, "rows": 4}}})
+    with pytest.raises(ConfigError, match=r"min_threshold='low' is not allowed: must be a number"):
+        build(Config, {"stages": {"near_dedup": {"min_threshold": "low"}}})
+
+
+def test_min_threshold_recomputes_the_signatures_and_finds_what_14x8_misses(tmp_path):
+    """Pairs of Jaccard about 0.7 (one word in 28 replaced): 14 x 8 makes about 56% of them candidates; with
+    min_threshold 0.7 (17 x 5) the rerun annotates every partition again and finds nearly all of them."""
+    rng = random.Random(5)
+    texts, pairs = [], []
+    for _ in range(12):
+        words = sample.english_doc(rng, 8).split(" ")
+        other = [rng.choice(["garden", "river", "window", "lantern"]) if k % 28 == 27 else w
+                 for k, w in enumerate(words)]
+        pairs.append((len(texts), len(texts) + 1))
+        texts += [" ".join(words), " ".join(other)]
+    assert all(0.65 <= exact_jaccard(texts[a], texts[b]) <= 0.78 for a, b in pairs)
+
+    def found(cfg: Config) -> int:
+        ids = ids_of(cfg)
+        edges = {frozenset(e) for e in query.edges(cfg.run_dir).select("u_doc", "v_doc").iter_rows()}
+        return sum(frozenset((ids[a], ids[b])) in edges for a, b in pairs)
+
+    cfg = run_jsonl(tmp_path, "recall", texts, tokenizer=False)
+    before = found(cfg)
+    derived = build(Config, {**_plain(cfg), "stages": {**_plain(cfg.stages), "near_dedup": {
+        **_plain(cfg.stages.near_dedup), "min_threshold": 0.7}}})
+    assert (derived.stages.near_dedup.bands, derived.stages.near_dedup.rows) == (17, 5)
+    m = engine.run(derived, progress=False, client=engine.INPROCESS)
+    assert m["last_run"]["partitions_run"] == len(m["partitions"]) > 0 and m["signals_hash"] == derived.signals_hash()
+    assert derived.signals_hash() != cfg.signals_hash()
+    after = found(derived)
+    print(f"\npairs of Jaccard ~0.7 found: {before} of {len(pairs)} with 14 x 8, {after} with 17 x 5")
+    assert before < after and after >= len(pairs) - 1, (before, after)
+    assert engine.run(derived, progress=False, client=engine.INPROCESS)["last_run"]["partitions_run"] == 0
 
 
 def test_config_errors_name_key_value_and_allowed():

@@ -5,6 +5,8 @@ It opens at the funnel's near-dup threshold and follows it; each member says whe
 keeps it, drops it as a near duplicate, or dropped it earlier (and by which stage). The user picks
 the two members to compare; each pane names its document and the pair's Jaccard, and the diff
 ignores whitespace and line-wrap differences. Pages are bounded and counted; sorting goes both ways.
+Every grid threshold is offered; beside the clusters, the expected pair recall at the one browsed
+(with the run's bands x rows), a warning below 0.7, and that point on the LSH S-curve.
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ from apps import format as fmt
 from apps import panes
 from apps.dispatch import DETAILS, Dispatch, WhenShown
 from apps.store import GRID, Clusters, Selection
+from apps.views.knobs import recall_note
 from lab import query
 from lab.errors import LabError
+from lab.neardup.recall import WARN_BELOW
 
 DIFF_CSS = ("del{background:#ffd7d5;text-decoration:none} ins{background:#ccffd8;text-decoration:none}"
             ".pane{white-space:pre-wrap;font-family:monospace;font-size:12px;max-height:460px;overflow:auto;"
@@ -74,7 +78,7 @@ class DedupTab:
         self.count = panes.HTML("", name="cluster count", margin=(25, 5))
         self.survivors = pn.widgets.Checkbox(label="only clusters near_dedup decides (2+ members alive before it)",
                                              value=False)
-        self.note = panes.HTML("", sizing_mode="stretch_width")
+        self.note = panes.HTML("", sizing_mode="stretch_width", css_classes=["dedup-note"])
         self.table = pn.widgets.Tabulator(cluster_frame(_no_clusters()), disabled=True, show_index=False, selectable=1,
                                           height=300, sizing_mode="stretch_width", layout="fit_columns",
                                           widths={"cluster_id": 190, "kept": 190, "size": 60, "alive": 60},
@@ -148,11 +152,11 @@ class DedupTab:
             self.table.value = cluster_frame(df)
             self.count.object = (f"<b>{fmt.count(n['clusters'])}</b> clusters of <b>{fmt.count(n['documents'])}</b> "
                                  f"documents at Jaccard ≥ {at:.2f} · page <b>{page + 1}</b> of <b>{n['pages']}</b>")
-            funnel = self.sel.config.stages.near_dedup.threshold
+            nd = self.sel.config.stages.near_dedup
             self.note.object = ("<p style='margin:2px 0;color:#555'>At the funnel's near-dup threshold.</p>"
-                                if abs(at - funnel) < 1e-9 else
+                                if abs(at - nd.threshold) < 1e-9 else
                                 f"<p style='margin:2px 0;color:#a15c00'>Browsing at {at:.2f}; the funnel uses "
-                                f"{funnel:.2f}.</p>")
+                                f"{nd.threshold:.2f}.</p>") + recall_note(nd, at)
             self.prev.disabled, self.next.disabled = page <= 0, page >= n["pages"] - 1
             if at != self._curve_at:
                 self._curve_at, self.curve.object = at, _s_curve_figure(self.model)
@@ -230,12 +234,14 @@ def _s_curve_figure(model: Clusters):
     from matplotlib.figure import Figure
 
     s, p = model.s_curve()
+    recall = model.recall()
     fig = Figure(figsize=(5, 2.6), layout="constrained")
     ax = fig.add_subplot()
     ax.plot(s, p)
     ax.axvline(model.at, color="#999", linestyle="--")
+    ax.plot([model.at], [recall], "o", color="#a15c00" if recall < WARN_BELOW else "#222")
     ax.set_xlabel("Jaccard similarity s")
     ax.set_ylabel("P(candidate pair)")
-    ax.set_title("LSH S-curve of the run's bands x rows")
+    ax.set_title(f"LSH S-curve of the run's bands x rows: recall {recall:.2f} at {model.at:.2f}")
     ax.grid(alpha=0.3)
     return fig

@@ -9,7 +9,8 @@ change of that knob. Only the histograms of open cards are computed: one query e
 A disabled stage's card is greyed out; each card resets its stage. The url card also says what the
 run's lists block, per category (``lab.query.urls``: rules of the lists, not knobs); the
 decontamination and quality_model cards say so when the run has no evaluation set or no model (their
-knob then has nothing to cut).
+knob then has nothing to cut); the near_dedup card gives the expected pair recall at the selection's
+threshold with the run's bands x rows, and what to do below 0.7 (``recall_note``).
 """
 
 from __future__ import annotations
@@ -27,10 +28,11 @@ from apps.dispatch import DETAILS, Dispatch
 from apps.store import Selection
 from lab import knobs as lab_knobs
 from lab.errors import LabError
-from lab.stages import STAGE_NAMES
+from lab.stages import STAGE_NAMES, near_dedup
 
 OPEN_STAGES = ("gopher_quality",)  # cards open when the page loads
-NOTE_STAGES = ("url", "decontamination", "quality_model")  # cards with a line about the run (``stage_note``)
+# cards with a line about the run (``stage_note``)
+NOTE_STAGES = ("url", "decontamination", "quality_model", "near_dedup")
 _HIST_W, _HIST_H = 330, 120
 _COLORS = {"passed": "#4c78a8", "dropped": "#e45756"}
 LEGEND = ("<span style='font-size:12px'>histograms: <span style='color:{passed}'>■</span> passed "
@@ -266,7 +268,7 @@ class KnobPanel:
         if stage not in self.notes:
             return
         if stage != "url":
-            self.notes[stage].object = stage_note(stage, self.sel.base)
+            self.notes[stage].object = stage_note(stage, self.sel.config)
             return
         has_list = bool(self.sel.base.stages.url.blocklist)
 
@@ -295,6 +297,8 @@ class KnobPanel:
         for name, c in self.controls.items():
             enabled = values.get(f"{c.knob.stage}.enabled", True) or c.knob.key == "enabled"
             c.show(values[name], enabled=enabled, moved=name in self.sel.changed)
+        if "near_dedup" in self.filled:  # its line follows the threshold
+            self.notes["near_dedup"].object = stage_note("near_dedup", self.sel.config)
         for stage, card in self.cards.items():
             on = values.get(f"{stage}.enabled", True)
             card.header_background = "" if on else "#e6e6e6"
@@ -356,7 +360,8 @@ class KnobPanel:
 
 
 def stage_note(stage: str, cfg) -> str:
-    """Under the decontamination or quality_model card, when the run's config leaves its knob nothing to cut.
+    """Under the decontamination or quality_model card, when the config leaves its knob nothing to cut; under
+    the near_dedup card, the expected pair recall at its threshold (``recall_note``).
 
     >>> from lab.config import Config
     >>> "No model (stages.quality_model.model)" in stage_note("quality_model", Config())
@@ -364,6 +369,8 @@ def stage_note(stage: str, cfg) -> str:
     >>> "No evaluation sets" in stage_note("decontamination", Config()), stage_note("url", Config())
     (True, '')
     """
+    if stage == "near_dedup":
+        return recall_note(cfg.stages.near_dedup)
     if stage == "quality_model" and not cfg.stages.quality_model.model:
         text = ("No model (stages.quality_model.model): no document has a score and none is dropped. Train one on "
                 "the Labels tab (or <code>corpus-lab train-quality</code>), set it and run again.")
@@ -373,6 +380,24 @@ def stage_note(stage: str, cfg) -> str:
     else:
         return ""
     return f"<p style='margin:2px 0;color:#555'>{text}</p>"
+
+
+def recall_note(nd: near_dedup.Config, threshold: float | None = None) -> str:
+    """The expected pair recall at ``threshold`` (default: the config's) as a line (``near_dedup.recall_line``),
+    or below 0.7 its warning in orange (``near_dedup.recall_warning``): under the near_dedup card and in the
+    Dedup tab.
+
+    >>> from lab.stages.near_dedup import Config
+    >>> recall_note(Config())  # doctest: +NORMALIZE_WHITESPACE
+    "<p style='margin:2px 0;color:#555'>near_dedup: expected pair recall 0.92 at Jaccard 0.80 (14 bands x 8 rows;
+    a pair exactly at the threshold)</p>"
+    >>> "⚠ near_dedup: expected pair recall 0.05 at Jaccard 0.50 is below 0.7" in recall_note(Config(), 0.5)
+    True
+    """
+    warning = near_dedup.recall_warning(nd, threshold)
+    if warning:
+        return f"<p style='margin:2px 0;color:#a15c00'>⚠ {html.escape(warning)}</p>"
+    return f"<p style='margin:2px 0;color:#555'>{html.escape(near_dedup.recall_line(nd, threshold))}</p>"
 
 
 def url_report_html(df: pl.DataFrame, has_list: bool) -> str:

@@ -6,19 +6,23 @@
 - ``forest``: the reduce tasks' spanning forests merged into one, and the clusters at every
   threshold of ``GRID`` (``dedup/clusters.parquet``);
 - ``keep``: the selection-aware rule: one member kept per group of surviving near-duplicates;
-- ``compare``: what a person judges a pair by: a word diff, the exact Jaccard, the LSH S-curve.
+- ``compare``: what a person judges a pair by: a word diff, the exact Jaccard;
+- ``recall``: the LSH S-curve, the expected pair recall at a threshold, the bands x rows for a lowest
+  threshold.
 
 The stage itself (config, signal, rule, per-partition output) is ``lab.stages.near_dedup``; the
 engine runs the shuffle, ``lab.query`` applies the rule.
 """
 
-from lab.neardup.compare import diff, s_curve_points, text_jaccard
+from lab.neardup.compare import diff, text_jaccard
 from lab.neardup.forest import EPS, GRID, Forest, grid_clusters, grid_column, merge_forests, spanning_forest, write_clusters
 from lab.neardup.keep import KEEP, cluster_keepers, keep_one_per_cluster, rank_of
+from lab.neardup.recall import bands_rows, lowest_threshold, recall_at, s_curve, s_curve_points
 from lab.neardup.shuffle import BAND_SCHEMA, EDGE_SCHEMA, EXACT, EXACT_SCHEMA, band_groups, reduce_bucket, write_bands
-from lab.neardup.signature import normalize, s_curve, shingle_hash, shingle_hashes, shingles
+from lab.neardup.signature import normalize, shingle_hash, shingle_hashes, shingles
 
 __all__ = ["BAND_SCHEMA", "EDGE_SCHEMA", "EPS", "EXACT", "EXACT_SCHEMA", "GRID", "KEEP", "Forest", "band_groups",
-           "cluster_keepers", "diff", "grid_clusters", "grid_column", "keep_one_per_cluster", "merge_forests",
-           "normalize", "rank_of", "reduce_bucket", "s_curve", "s_curve_points", "shingle_hash", "shingle_hashes",
-           "shingles", "spanning_forest", "text_jaccard", "write_bands", "write_clusters"]
+           "bands_rows", "cluster_keepers", "diff", "grid_clusters", "grid_column", "keep_one_per_cluster",
+           "lowest_threshold", "merge_forests", "normalize", "rank_of", "recall_at", "reduce_bucket", "s_curve",
+           "s_curve_points", "shingle_hash", "shingle_hashes", "shingles", "spanning_forest", "text_jaccard",
+           "write_bands", "write_clusters"]

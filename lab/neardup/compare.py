@@ -1,4 +1,4 @@
-"""neardup.compare: what a person looks at to judge a pair: a word diff, the exact Jaccard, the S-curve."""
+"""neardup.compare: what a person looks at to judge a pair: a word diff and the exact Jaccard."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections import Counter
 
 import numpy as np
 
-from lab.neardup.signature import normalize, s_curve, shingle_hashes
+from lab.neardup.signature import normalize, shingle_hashes
 
 
 DIFF_PAIR_BUDGET = 100_000  # pairs of equal words across the two sides that difflib compares in one go (measured)
@@ -218,9 +218,3 @@ def text_jaccard(a: str, b: str, *, ngram: int = 5) -> float | None:
         return None
     inter = np.intersect1d(x, y, assume_unique=True).size
     return inter / (x.size + y.size - inter)
-
-
-def s_curve_points(bands: int, rows: int, points: int = 101) -> tuple[np.ndarray, np.ndarray]:
-    """(s, P(candidate | s)) for Jaccard s in [0, 1]: the LSH S-curve of ``bands`` x ``rows``."""
-    s = np.linspace(0.0, 1.0, points)
-    return s, s_curve(s, bands, rows)

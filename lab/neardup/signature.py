@@ -11,7 +11,7 @@
   permutation. It equals ``datasketch.MinHash(num_perm, seed, hashfunc=shingle_hash).update_batch``
   on the same shingles value for value (a test holds them equal), so ``LeanMinHash`` reads it.
 - ``bands`` x ``rows`` = ``num_perm``: band ``j`` hashes values ``j*rows .. (j+1)*rows-1``; two
-  documents become a candidate pair when any band is equal (LSH; ``s_curve``).
+  documents become a candidate pair when any band is equal (LSH; how often: ``lab.neardup.recall``).
 """
 
 from __future__ import annotations
@@ -193,8 +193,3 @@ def band_hashes(signatures: np.ndarray, bands: int, rows: int) -> np.ndarray:
             h = (h ^ sig[:, :, r]) * np.uint64(0x100000001B3)
             h ^= h >> np.uint64(29)
     return h
-
-
-def s_curve(s: np.ndarray | float, bands: int, rows: int) -> np.ndarray | float:
-    """P(two documents of Jaccard s become a candidate pair) = 1 - (1 - s^rows)^bands."""
-    return 1.0 - (1.0 - np.power(s, rows)) ** bands

@@ -11,6 +11,14 @@ Decision side (``lab.neardup`` builds candidate edges and clusters; ``lab.query`
 a near-duplicate group is a connected component of the candidate edges with Jaccard >= ``threshold``
 among the documents that passed every earlier stage; one member per group is kept, chosen by
 ``keep``. Documents with equal ``content_hash`` share one node (their signatures are equal).
+
+Recall: only pairs that LSH makes candidates get an edge, so ``bands`` x ``rows`` bound what any
+threshold can find (``lab.neardup.recall``). ``recall`` is the expected pair recall at the threshold
+(the candidate probability of a pair exactly at it); the CLI and the dashboard show it
+(``recall_line``) and warn below 0.7 (``recall_warning``). The grid offers every threshold whatever
+its recall, with that warning: the clusters found at a low one are still worth browsing, and a
+config that names one stays valid. ``min_threshold`` derives bands x rows that reach 0.95 at the
+lowest threshold one means to use.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from lab.io.run import RunLayout
 from lab.io.writers import write_npy
 from lab.neardup.forest import GRID
 from lab.neardup.keep import KEEP
+from lab.neardup.recall import TARGET_RECALL, WARN_BELOW, bands_rows, lowest_threshold, recall_at
 from lab.neardup.shuffle import band_groups, write_bands
 from lab.neardup.signature import signature
 from lab.rules import Near, Rule
@@ -40,7 +49,9 @@ class Config:
                               "off: near-duplicates are all kept.")
     threshold: float = knob(0.8, unit="Jaccard",
                             help="Survivors linked by a word 5-gram Jaccard at or above this form a group, of which "
-                                 "one member is kept.",
+                                 "one member is kept; only pairs that LSH makes candidates are linked, so the expected "
+                                 "pair recall at this threshold (set by bands x rows) is shown with it, with a warning "
+                                 "below 0.7 (stages.near_dedup.min_threshold raises it).",
                             source="MinHash LSH candidates as FineWeb/datatrove make them; the 0.8 cut on their "
                                    "Jaccard is corpus-lab's", choices=GRID)
     keep: str = knob("lowest_id", unit="policy",
@@ -52,6 +63,10 @@ class Config:
     ngram: int = 5  # words per shingle
     bands: int = 14  # LSH bands
     rows: int = 8  # values per band; num_perm = bands * rows
+    # the lowest threshold to be used (a Jaccard in 0.50..0.95), or null: bands and rows as written; set, bands x rows
+    # as written is a budget of permutations within which bands and rows are derived: the most rows per band, then
+    # the fewest bands, whose expected pair recall at min_threshold is >= 0.95 (lab.neardup.recall.bands_rows)
+    min_threshold: float | None = None
     seed: int = 1  # seed of datasketch's permutations
     # store shingle sets (about half the size of the text) and give every candidate pair its exact
     # Jaccard; false: the signature's estimate (saves the space, costs precision near the threshold)
@@ -66,23 +81,82 @@ class Config:
         check("ngram", self.ngram, 1 <= self.ngram <= 32, "a whole number of words in 1..32")
         check("bands", self.bands, 1 <= self.bands <= 255, "1..255")
         check("rows", self.rows, 1 <= self.rows <= 64, "1..64")
+        if self.min_threshold is not None:
+            self._derive_bands_rows()
         check("max_group_pairs", self.max_group_pairs, self.max_group_pairs >= 2, ">= 2")
         check("shuffle_buckets", self.shuffle_buckets, 0 <= self.shuffle_buckets <= 65535,
               "0 (one per partition) or a count in 1..65535")
+
+    def _derive_bands_rows(self) -> None:
+        """bands and rows for ``min_threshold`` within the budget of bands x rows as written (a derived pair
+        derives itself again: a saved config loads unchanged)."""
+        t = self.min_threshold
+        lo, hi = GRID[0], GRID[-1]
+        check("min_threshold", t, lo <= t <= hi, f"a Jaccard in {lo:.2f}..{hi:.2f} (the thresholds the funnel can "
+              "use); set one, or remove the key to keep bands and rows as written")
+        layout = bands_rows(t, self.num_perm)
+        check("min_threshold", t, layout is not None,
+              f"reachable with an expected pair recall >= {TARGET_RECALL} by at most bands x rows = {self.num_perm} "
+              "permutations; raise bands or rows (the budget), or raise min_threshold")
+        object.__setattr__(self, "bands", layout[0])  # frozen: the derived pair is what the run uses and saves
+        object.__setattr__(self, "rows", layout[1])
 
     @property
     def num_perm(self) -> int:
         return self.bands * self.rows
 
     def signature_params(self) -> dict:
-        """What signatures and the shuffle's files depend on (part of the run's signals hash)."""
+        """What signatures and the shuffle's files depend on (part of the run's signals hash); ``min_threshold``
+        only when set, so that the runs made before it existed keep their signals."""
+        derived = {} if self.min_threshold is None else {"min_threshold": self.min_threshold}
         return {"ngram": self.ngram, "bands": self.bands, "rows": self.rows, "seed": self.seed,
-                "exact_jaccard": self.exact_jaccard, "shuffle_buckets": self.shuffle_buckets}
+                "exact_jaccard": self.exact_jaccard, "shuffle_buckets": self.shuffle_buckets, **derived}
 
 
 def signal_params(cfg: Config) -> dict:
     """What the signals and the signatures depend on besides ``VERSION``."""
     return cfg.signature_params()
+
+
+def recall(cfg: Config, threshold: float | None = None) -> float:
+    """The expected pair recall at ``threshold`` (default: the config's) with the config's bands x rows.
+
+    >>> round(recall(Config()), 3), round(recall(Config(), 0.5), 3)
+    (0.924, 0.053)
+    """
+    return recall_at(cfg.threshold if threshold is None else threshold, cfg.bands, cfg.rows)
+
+
+def recall_line(cfg: Config, threshold: float | None = None) -> str:
+    """The expected pair recall at ``threshold`` (default: the config's), as the CLI and the dashboard say it.
+
+    >>> recall_line(Config())
+    'near_dedup: expected pair recall 0.92 at Jaccard 0.80 (14 bands x 8 rows; a pair exactly at the threshold)'
+    """
+    t = cfg.threshold if threshold is None else threshold
+    return (f"near_dedup: expected pair recall {recall(cfg, t):.2f} at Jaccard {t:.2f} "
+            f"({cfg.bands} bands x {cfg.rows} rows; a pair exactly at the threshold)")
+
+
+def recall_warning(cfg: Config, threshold: float | None = None) -> str:
+    """What to do when the expected pair recall at ``threshold`` (default: the config's) is below 0.7; "" otherwise.
+
+    >>> recall_warning(Config())
+    ''
+    >>> recall_warning(Config(threshold=0.6))  # doctest: +NORMALIZE_WHITESPACE
+    'near_dedup: expected pair recall 0.21 at Jaccard 0.60 is below 0.7: 14 bands x 8 rows make only 21% of the
+    pairs at that Jaccard candidates, the others get no edge; use a threshold of 0.75 or more, or set
+    stages.near_dedup.min_threshold: 0.6 and run again (signatures are recomputed)'
+    """
+    t = cfg.threshold if threshold is None else threshold
+    r = recall(cfg, t)
+    if r >= WARN_BELOW:
+        return ""
+    safe = lowest_threshold(GRID, cfg.bands, cfg.rows)
+    raise_it = f"use a threshold of {safe:.2f} or more, or " if safe is not None else ""
+    return (f"near_dedup: expected pair recall {r:.2f} at Jaccard {t:.2f} is below {WARN_BELOW}: {cfg.bands} bands x "
+            f"{cfg.rows} rows make only {r:.0%} of the pairs at that Jaccard candidates, the others get no edge; "
+            f"{raise_it}set stages.near_dedup.min_threshold: {t:g} and run again (signatures are recomputed)")
 
 
 SIGNALS = {"nd_shingles": pa.int32()}  # distinct shingles; 0 = no words (never a near-duplicate)
