@@ -167,6 +167,29 @@ def cmd_funnel(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    import polars as pl
+
+    from lab import calibrate
+
+    run_dir = _run_dir(args.run)
+    cfg = load(args.config) if args.config else load(run_dir / "config.yaml")
+    cal = calibrate.calibrate(run_dir, cfg, reference=args.reference, retention=args.retention,
+                              stages=tuple(args.stages.split(",")) if args.stages else calibrate.STAGES,
+                              min_docs=args.min_docs)
+    out = Path(args.out) if args.out else run_dir / "calibrated.yaml"
+    out.write_text(calibrate.config_text(cfg, cal))
+    moved = cal.report.filter(pl.col("value") != pl.col("reference_value"))
+    with pl.Config(tbl_rows=200, tbl_width_chars=160, float_precision=3, tbl_hide_dataframe_shape=True):
+        print(moved if moved.height else "no threshold differs from the reference language's")
+    for what, why in cal.skipped.items():
+        print(f"kept the base thresholds for {what}: {why}")
+    n = sum(len(v) for by_lang in cal.overrides.values() for v in by_lang.values())
+    print(f"{n} per-language thresholds ({cal.mode}, reference {cal.reference!r}) -> {out}; see them per language "
+          f"with `corpus-lab funnel {run_dir} --config {out} --by lang`")
+    return 0
+
+
 def cmd_rejects(args: argparse.Namespace) -> int:
     from lab import query
 
@@ -377,6 +400,20 @@ def parser() -> argparse.ArgumentParser:
     f.add_argument("--config", help="thresholds to apply (default: the run's config.yaml)")
     f.add_argument("--by", choices=("lang", "source"), help="one funnel per language or per source")
     f.set_defaults(func=cmd_funnel)
+
+    ca = sub.add_parser("calibrate", help="per-language thresholds where the reference language's cut its own "
+                                          "distribution (or at a target retention), as a config")
+    ca.add_argument("run", help="run directory, e.g. runs/sample")
+    ca.add_argument("--config", help="the thresholds to calibrate (default: the run's config.yaml)")
+    ca.add_argument("--reference", default="en", help="the language whose thresholds are the model (default: en)")
+    ca.add_argument("--retention", type=float, help="instead: the share of each language's documents the "
+                                                    "calibrated rules keep together, e.g. 0.7")
+    ca.add_argument("--stages", help="comma-separated stages to calibrate (default: gopher_quality, "
+                                     "gopher_repetition, c4, fineweb)")
+    ca.add_argument("--min-docs", type=int, default=50, help="languages with fewer documents keep the base "
+                                                              "thresholds (default: 50)")
+    ca.add_argument("--out", help="where to write the config (default: RUN/calibrated.yaml)")
+    ca.set_defaults(func=cmd_calibrate)
 
     rj = sub.add_parser("rejects", help="a run's rejected records by reason, with the first locations of each")
     rj.add_argument("run", help="run directory, e.g. runs/sample")

@@ -28,7 +28,8 @@ The modules, each importing only those above it (``run`` reaches the funnel's me
 - ``tokens``: the tokenizer's stratified sample, token counts, fertility, packing;
 - ``reports``: what the url and decontamination stages found (per category, per evaluation set);
 - ``browse``, ``distribution``, ``labelling``: the judging loop's read side (documents, histograms and
-  changes, labels and precision).
+  changes, labels and precision);
+- ``calibration``: each language's own distributions, for per-language thresholds (``lab.calibrate``).
 
 Every name is re-exported here: callers write ``from lab import query; query.funnel(...)``.
 """
@@ -118,5 +119,6 @@ from lab.stages import STAGE_NAMES  # noqa: F401  (callers read the funnel's sta
 
 # the judging loop's read side: submodules over the modules above (each lists its API in __all__)
 from lab.query.browse import *  # noqa: F401,F403
+from lab.query.calibration import *  # noqa: F401,F403
 from lab.query.distribution import *  # noqa: F401,F403
 from lab.query.labelling import *  # noqa: F401,F403
