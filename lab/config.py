@@ -6,6 +6,10 @@ whole thing before any work starts: unknown keys, wrong types and out-of-range v
 ``ConfigError`` that names the key path, the value, what is allowed and the fix. ``dump`` writes
 the resolved config, which ``load`` reads back to an equal object (the exported config *is*
 this file).
+
+A stage section may also hold ``by_lang: {lang: {threshold: value}}``: per-language values of its
+numeric thresholds, kept in ``StagesConfig.by_lang`` (``overrides(stage)`` reads them) and written back
+inside the section; ``lab.rules.with_by_lang`` turns them into the rules' ``by_lang``.
 """
 
 from __future__ import annotations
@@ -74,11 +78,17 @@ def _by_lang_of(self: Any, stage: str) -> dict[str, dict[str, Any]]:
 def _check_by_lang(self: Any) -> None:
     from lab.rules import with_by_lang
 
-    for name, langs in self.by_lang:
+    for name, langs in self.by_lang:  # as built from YAML (_build_by_lang), or given in Python
+        if name not in STAGE_NAMES or STAGE_NAMES.index(name) < STAGE_NAMES.index(FIRST_BY_LANG_STAGE):
+            raise ConfigError(f"{name}.{BY_LANG} is not allowed: per-language thresholds apply to the stages from "
+                              f"{FIRST_BY_LANG_STAGE} on: {', '.join(STAGE_NAMES[STAGE_NAMES.index(FIRST_BY_LANG_STAGE):])}")
         module = STAGES[STAGE_NAMES.index(name)]
         cfg = getattr(self, name)
         over = {}
         for lang, fields in langs:
+            for key, _ in fields:
+                if _knob_kind(module, key) not in ("integer", "number"):
+                    raise ConfigError(f"{name}.{BY_LANG}.{lang}.{key} is not allowed: not a numeric threshold of {name}")
             try:
                 dataclasses.replace(cfg, **dict(fields))
             except ConfigError as e:
@@ -375,8 +385,9 @@ def build(cls: type, data: Any, path: str = "") -> Any:
     unknown = sorted(set(data) - set(fields))
     if unknown:
         where = path or "the top level"
+        known = [f for f in fields if not (cls is StagesConfig and f == BY_LANG)]  # by_lang: inside a section
         raise ConfigError(
-            f"unknown key {unknown[0]!r} at {where}; known keys: {', '.join(fields)}. "
+            f"unknown key {unknown[0]!r} at {where}; known keys: {', '.join(known)}. "
             "Fix the spelling or remove the key."
         )
     kwargs = {}
