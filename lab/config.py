@@ -6,6 +6,10 @@ whole thing before any work starts: unknown keys, wrong types and out-of-range v
 ``ConfigError`` that names the key path, the value, what is allowed and the fix. ``dump`` writes
 the resolved config, which ``load`` reads back to an equal object (the exported config *is*
 this file).
+
+A stage section may also hold ``by_lang: {lang: {threshold: value}}``: per-language values of its
+numeric thresholds, kept in ``StagesConfig.by_lang`` (``overrides(stage)`` reads them) and written back
+inside the section; ``lab.rules.with_by_lang`` turns them into the rules' ``by_lang``.
 """
 
 from __future__ import annotations
@@ -59,11 +63,104 @@ class IngestConfig:
         check("text_files_per_partition", self.text_files_per_partition, self.text_files_per_partition >= 1, ">= 1")
 
 
+# Per-language thresholds: ((stage, ((lang, ((field, value), ...)), ...)), ...), every level sorted.
+# In YAML each stage's are in its own section: stages.<name>.by_lang: {lang: {field: value}}.
+ByLang = tuple[tuple[str, tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]], ...]
+BY_LANG = "by_lang"
+FIRST_BY_LANG_STAGE = "language"  # the language is known from this stage on (batch runs decide in funnel order)
+
+
+def _by_lang_of(self: Any, stage: str) -> dict[str, dict[str, Any]]:
+    """lang -> {field: value}: the per-language thresholds of ``stage`` (empty: none)."""
+    return {lang: dict(fields) for name, langs in self.by_lang if name == stage for lang, fields in langs}
+
+
+def _check_by_lang(self: Any) -> None:
+    from lab.rules import with_by_lang
+
+    for name, langs in self.by_lang:  # as built from YAML (_build_by_lang), or given in Python
+        if name not in STAGE_NAMES or STAGE_NAMES.index(name) < STAGE_NAMES.index(FIRST_BY_LANG_STAGE):
+            raise ConfigError(f"{name}.{BY_LANG} is not allowed: per-language thresholds apply to the stages from "
+                              f"{FIRST_BY_LANG_STAGE} on: {', '.join(STAGE_NAMES[STAGE_NAMES.index(FIRST_BY_LANG_STAGE):])}")
+        module = STAGES[STAGE_NAMES.index(name)]
+        cfg = getattr(self, name)
+        over = {}
+        for lang, fields in langs:
+            for key, _ in fields:
+                if _knob_kind(module, key) not in ("integer", "number"):
+                    raise ConfigError(f"{name}.{BY_LANG}.{lang}.{key} is not allowed: not a numeric threshold of {name}")
+            try:
+                dataclasses.replace(cfg, **dict(fields))
+            except ConfigError as e:
+                raise ConfigError(f"{name}.{BY_LANG}.{lang}.{e} (for {lang!r} documents, with the section's other "
+                                  "values); fix that language's value") from None
+            over[lang] = dict(fields)
+        with_by_lang(module, cfg, over)  # the same rules at other thresholds, or a ConfigError
+
+
 # one field per registered stage, in funnel order: stages.<name> is that stage module's Config
 StagesConfig = dataclasses.make_dataclass(
-    "StagesConfig", [(m.NAME, m.Config, field(default_factory=m.Config)) for m in STAGES], frozen=True)
+    "StagesConfig", [(m.NAME, m.Config, field(default_factory=m.Config)) for m in STAGES]
+    + [(BY_LANG, ByLang, field(default=()))], frozen=True,
+    namespace={"overrides": _by_lang_of, "__post_init__": _check_by_lang})
 StagesConfig.__module__ = __name__
-StagesConfig.__doc__ = "Every stage's thresholds, one field per stage of the registry (``lab.stages.STAGES``)."
+StagesConfig.__doc__ = ("Every stage's thresholds, one field per stage of the registry (``lab.stages.STAGES``), "
+                        "and their per-language overrides (``by_lang``, written inside each stage's section).")
+
+
+def _knob_kind(module: Any, name: str) -> str | None:
+    from lab.knobs import _kind
+
+    hints, fields = _fields_of(module.Config)
+    return _kind(fields[name], hints[name]) if name in fields else None
+
+
+def _build_by_lang(data: dict, path: str) -> tuple[dict, ByLang]:
+    """Split ``stages`` plain data into the sections without ``by_lang`` and the validated overrides."""
+    if BY_LANG in data:
+        raise ConfigError(f"{path}.{BY_LANG} is not a key of {path}: per-language thresholds go inside a stage's "
+                          f"section, e.g. {path}.gopher_quality.{BY_LANG}: {{de: {{min_stop_words: 3}}}}")
+    sections, out = {}, []
+    for name, section in data.items():
+        if not isinstance(section, dict) or BY_LANG not in section:
+            sections[name] = section
+            continue
+        section = dict(section)
+        raw = section.pop(BY_LANG)
+        sections[name] = section
+        where = f"{path}.{name}.{BY_LANG}"
+        if raw is None or raw == {}:
+            continue
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{where}={raw!r} is not allowed: must be a mapping of language codes to the "
+                              f"thresholds they change, e.g. {{de: {{min_stop_words: 3}}}}")
+        if name in STAGE_NAMES and STAGE_NAMES.index(name) < STAGE_NAMES.index(FIRST_BY_LANG_STAGE):
+            raise ConfigError(f"{where} is not allowed: the {name} stage decides before the language is known "
+                              f"(per-language thresholds apply from the {FIRST_BY_LANG_STAGE} stage on); remove it")
+        if name not in STAGE_NAMES:
+            continue  # the unknown stage itself is reported below
+        module = STAGES[STAGE_NAMES.index(name)]
+        hints, fields = _fields_of(module.Config)
+        langs = []
+        for lang, over in raw.items():
+            if not isinstance(lang, str) or not lang.strip():
+                raise ConfigError(f"{where}: language code {lang!r} is not allowed: must be a non-empty string such "
+                                  f"as de (YAML reads no/yes/on/off as booleans: quote them, 'no')")
+            if not isinstance(over, dict) or not over:
+                raise ConfigError(f"{where}.{lang}={over!r} is not allowed: must be a mapping of thresholds to "
+                                  "their values for that language, e.g. {min_stop_words: 3}")
+            vals = []
+            for key, value in over.items():
+                kind = _knob_kind(module, key)
+                if kind not in ("integer", "number"):
+                    numeric = [f for f in fields if _knob_kind(module, f) in ("integer", "number")]
+                    what = "not a key of the stage" if key not in fields else "not a numeric threshold"
+                    raise ConfigError(f"{where}.{lang}.{key} is not allowed ({what}): by_lang sets numeric "
+                                      f"thresholds of {name}: {', '.join(numeric) or 'none (it has no numeric threshold)'}")
+                vals.append((key, _convert(hints[key], value, f"{where}.{lang}.{key}")))
+            langs.append((lang, tuple(sorted(vals))))
+        out.append((name, tuple(sorted(langs))))
+    return sections, tuple(sorted(out, key=lambda x: STAGE_NAMES.index(x[0])))
 
 
 @dataclass(frozen=True)
@@ -281,17 +378,23 @@ def build(cls: type, data: Any, path: str = "") -> Any:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"{path or 'config'}={data!r} is not allowed: must be a mapping of keys to values")
+    by_lang = None
+    if cls is StagesConfig:
+        data, by_lang = _build_by_lang(data, path or "stages")
     hints, fields = _fields_of(cls)
     unknown = sorted(set(data) - set(fields))
     if unknown:
         where = path or "the top level"
+        known = [f for f in fields if not (cls is StagesConfig and f == BY_LANG)]  # by_lang: inside a section
         raise ConfigError(
-            f"unknown key {unknown[0]!r} at {where}; known keys: {', '.join(fields)}. "
+            f"unknown key {unknown[0]!r} at {where}; known keys: {', '.join(known)}. "
             "Fix the spelling or remove the key."
         )
     kwargs = {}
     for name, value in data.items():
         kwargs[name] = _convert(hints[name], value, f"{path}.{name}" if path else name)
+    if by_lang:
+        kwargs[BY_LANG] = by_lang
     missing = [n for n, f in fields.items() if n not in kwargs
                and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
     if missing:
@@ -304,6 +407,11 @@ def build(cls: type, data: Any, path: str = "") -> Any:
 
 def to_dict(obj: Any) -> Any:
     """Plain data (dicts, lists, scalars) of a config, in field order; ``build`` inverts it."""
+    if isinstance(obj, StagesConfig):  # per-language thresholds are written inside their stage's section
+        out = {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.name != BY_LANG}
+        for name, langs in obj.by_lang:
+            out[name][BY_LANG] = {lang: dict(fields) for lang, fields in langs}
+        return out
     if dataclasses.is_dataclass(obj):
         return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, tuple):

@@ -18,9 +18,11 @@ from typing import Any
 
 import yaml
 
-from lab.config import Config, InputConfig, PercentileRule, _type_name
+from lab.config import BY_LANG, Config, InputConfig, PercentileRule, StagesConfig, _type_name
 
 _ITEMS = {"inputs": InputConfig, "percentiles": PercentileRule}  # lists of these
+BY_LANG_MEANING = ("Per-language thresholds: {lang: {threshold: value}} (a language code as the lang signal "
+                   "writes it; numeric thresholds of this stage); other languages keep the section's own values.")
 
 
 @dataclass(frozen=True)
@@ -79,11 +81,19 @@ def entries(cls: type = Config, prefix: str = "") -> list[Entry]:
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         key = prefix + f.name
+        if cls is StagesConfig and f.name == BY_LANG:  # written inside each stage's section
+            continue
         if f.name in _ITEMS and cls is Config:
             out.append(Entry(key, f"list of {_ITEMS[f.name].__name__}", [], meaning(cls, f)))
             out += entries(_ITEMS[f.name], key + "[].")
         elif dataclasses.is_dataclass(hints[f.name]):
             out += entries(hints[f.name], key + ".")
+            if cls is StagesConfig and hints[f.name] is not StagesConfig:
+                from lab.config import FIRST_BY_LANG_STAGE
+                from lab.stages import STAGE_NAMES
+
+                if STAGE_NAMES.index(f.name) >= STAGE_NAMES.index(FIRST_BY_LANG_STAGE):
+                    out.append(Entry(f"{key}.{BY_LANG}", "mapping", {}, BY_LANG_MEANING))
         else:
             out.append(Entry(key, _type_name(hints[f.name]), _default(f), meaning(cls, f)))
     return out
@@ -122,10 +132,17 @@ def commented(cfg: Config) -> str:
 
     def emit(obj: Any, indent: str) -> None:
         for f in dataclasses.fields(obj):
+            if isinstance(obj, StagesConfig) and f.name == BY_LANG:  # written inside each stage's section
+                continue
             v = getattr(obj, f.name)
             if dataclasses.is_dataclass(v):
                 lines.append(f"{indent}{f.name}:{note(type(obj), f, v)}")
                 emit(v, indent + "  ")
+                over = obj.overrides(f.name) if isinstance(obj, StagesConfig) else {}
+                if over:
+                    lines.append(f"{indent}  {BY_LANG}:  # {BY_LANG_MEANING}")
+                    for lang, fields in over.items():
+                        lines.append(f"{indent}    {_scalar(lang)}: {_scalar(fields)}")
             elif isinstance(v, tuple) and v and dataclasses.is_dataclass(v[0]):
                 lines.append(f"{indent}{f.name}:  # {meaning(type(obj), f)}")
                 for item in v:

@@ -16,7 +16,7 @@ import numpy as np
 from lab import neardup
 from lab.config import Config
 from lab.errors import ConfigError
-from lab.rules import Rule, first_failure, keep_first_in_group
+from lab.rules import Rule, first_failure, keep_first_in_group, with_by_lang
 from lab.stages import STAGES
 from lab.stats import Summary
 
@@ -41,13 +41,14 @@ def percentile_rules(cfg: Config, stats: Mapping[str, Summary] | None) -> list[R
 
 
 def ruleset(cfg: Config, stats: Mapping[str, Summary] | None = None) -> list[Rule]:
-    """Every enabled rule in funnel order (stage order, then rule order, percentile rules last per stage)."""
+    """Every enabled rule in funnel order (stage order, then rule order, percentile rules last per stage),
+    with the stages' per-language thresholds (``stages.<name>.by_lang``) in each rule's ``by_lang``."""
     extra = percentile_rules(cfg, stats) if cfg.percentiles else []
     out: list[Rule] = []
     for module in STAGES:
         stage_cfg = cfg.stage(module.NAME)
         if stage_cfg.enabled:
-            out += module.rules(stage_cfg)
+            out += with_by_lang(module, stage_cfg, cfg.stages.overrides(module.NAME))
         out += [r for r in extra if r.stage == module.NAME]
     return out
 

@@ -148,3 +148,59 @@ def test_the_reference_gives_every_key_a_meaning_and_the_commented_dump_loads_ba
     assert config.loads(text) == cfg  # loadable as it is
     line = next(x for x in text.splitlines() if x.strip().startswith("threshold: 0.7"))
     assert "Jaccard" in line and "(default 0.8)" in line
+
+
+BY_LANG_YAML = """
+stages:
+  gopher_quality:
+    min_stop_words: 2
+    by_lang: {de: {min_stop_words: 3}, zh: {min_words: 20}}
+"""
+
+
+def test_per_language_thresholds_round_trip_and_enter_the_config_hash_not_the_signals_hash():
+    from lab.rules import Rule
+    from lab.select import ruleset
+
+    cfg = config.loads(BY_LANG_YAML)
+    assert cfg.stages.overrides("gopher_quality") == {"de": {"min_stop_words": 3}, "zh": {"min_words": 20}}
+    assert cfg.stages.gopher_quality == config.loads("stages: {gopher_quality: {min_stop_words: 2}}").stages.gopher_quality
+    again = config.loads(config.dumps(cfg))
+    assert again == cfg and again.config_hash() == cfg.config_hash()
+    from lab.reference import commented
+    assert config.loads(commented(cfg)) == cfg  # --dry-run's commented dump loads back too
+    plain = Config()
+    assert cfg.config_hash() != plain.config_hash() and cfg.signals_hash() == plain.signals_hash()
+    assert cfg.inputs_hash() == plain.inputs_hash()  # explore mode: thresholds do not change what the run holds
+    rules = {r.reason: r for r in ruleset(cfg)}
+    assert rules["too_few_stop_words"] == Rule("gopher_quality", "gq_stop_words", ">=", 2, "too_few_stop_words",
+                                               (("de", 3),))
+    assert rules["too_short"].by_lang == (("zh", 20),) and rules["too_long"].by_lang == ()
+    # a language's value equal to the section's is no override of that rule
+    same = config.loads("stages: {gopher_quality: {by_lang: {de: {min_words: 50}}}}")
+    assert all(not r.by_lang for r in ruleset(same))
+
+
+@pytest.mark.parametrize("stages, match", [
+    ("gopher_quality: {by_lang: {de: {min_stop_words: -1}}}",
+     r"stages\.gopher_quality\.by_lang\.de\.min_stop_words=-1 is not allowed: must be >= 0"),
+    ("gopher_quality: {by_lang: {de: {max_words: 10}}}",
+     r"stages\.gopher_quality\.by_lang\.de\.max_words=10 is not allowed: must be >= min_words \(50\)"),
+    ("gopher_quality: {by_lang: {de: {min_words: many}}}",
+     r"stages\.gopher_quality\.by_lang\.de\.min_words='many' is not allowed: must be a whole number"),
+    ("gopher_quality: {by_lang: {de: {enabled: false}}}",
+     r"stages\.gopher_quality\.by_lang\.de\.enabled is not allowed \(not a numeric threshold\).*min_words"),
+    ("gopher_quality: {by_lang: {de: {min_word: 3}}}",
+     r"stages\.gopher_quality\.by_lang\.de\.min_word is not allowed \(not a key of the stage\).*min_words"),
+    ("gopher_quality: {by_lang: {no: {min_words: 3}}}", r"language code False is not allowed.*quote them"),
+    ("gopher_quality: {by_lang: [de]}", r"stages\.gopher_quality\.by_lang=\['de'\] is not allowed: must be a mapping"),
+    ("gopher_quality: {by_lang: {de: 3}}", r"stages\.gopher_quality\.by_lang\.de=3 is not allowed: must be a mapping"),
+    ("language: {by_lang: {de: {keep: [de]}}}", r"by_lang\.de\.keep is not allowed \(not a numeric threshold\)"),
+    ("pii: {by_lang: {de: {max_pii: 3}}}",
+     r"stages\.pii\.by_lang\.de: by_lang overrides thresholds only; max_pii changes which rules apply"),
+    ("url: {by_lang: {de: {max_word_hits: 2}}}", r"stages\.url\.by_lang is not allowed: .*before the language is known"),
+    ("by_lang: {de: {min_words: 3}}", r"stages\.by_lang is not a key of stages: .*inside a stage's section"),
+])
+def test_bad_per_language_thresholds_name_the_key_path_and_the_fix(stages, match):
+    with pytest.raises(ConfigError, match=match):
+        config.loads(f"stages:\n  {stages}\n")

@@ -284,6 +284,45 @@ def test_python_rules_equal_sql_on_every_sample_document(synthetic, one_worker_r
         assert dict(query.drop_reasons(r, cfg).iter_rows()) == sql
 
 
+def test_batch_mode_with_per_language_thresholds_keeps_the_same_documents(synthetic, one_worker_run, tmp_path):
+    # batch decides each stage's rules as soon as its signals exist: lang is known from the language stage on
+    stages = build(Config, {"stages": {
+        "language": {"keep": ["en", "de", "fr"], "by_lang": {"de": {"min_score": 0.9}}},
+        "gopher_quality": {"by_lang": {"en": {"min_words": 120}, "de": {"min_words": 10, "min_stop_words": 0}}}}}).stages
+    cfg = config(synthetic, tmp_path, "batch_lang", mode="batch", stages=stages, tokenizer=TokenizerConfig(enabled=False))
+    engine.run(cfg, progress=False, client=INPROC)
+    explore = dict(query.drop_reasons(one_worker_run, config(synthetic, tmp_path, "one", stages=stages)).iter_rows())
+    assert dict(query.drop_reasons(cfg.run_dir, cfg).iter_rows()) == explore
+    assert explore != dict(query.drop_reasons(one_worker_run, config(synthetic, tmp_path, "one")).iter_rows())
+
+
+def test_python_rules_equal_sql_with_per_language_thresholds(synthetic, one_worker_run):
+    # de and en moved different ways, fr only in one stage, ja absent from the sample: Python, SQL and the
+    # in-memory codes still agree on every document, and the overrides change some outcomes
+    from lab.select import python_funnel, ruleset
+
+    rows = query.signal_rows(one_worker_run).to_dicts()
+    langs = {r["lang"] for r in rows}
+    assert {"en", "de"} <= langs and "ja" not in langs
+    base = {"language": {"keep": ["en", "de", "fr"], "min_score": 0.5}}
+    over = {"language": {"by_lang": {"de": {"min_score": 0.9}}},
+            "gopher_quality": {"by_lang": {"en": {"min_words": 120, "min_stop_words": 4},
+                                           "de": {"min_words": 10, "min_stop_words": 0}, "ja": {"min_words": 5}}},
+            "gopher_repetition": {"by_lang": {"en": {"max_dup_line_frac": 0.05}, "fr": {"max_top_2gram_char_frac": 0.5}}},
+            "fineweb": {"by_lang": {"de": {"min_line_punct_ratio": 0.0}}}}
+    stages = {k: {**base.get(k, {}), **over.get(k, {})} for k in {*base, *over}}
+    cfg = config(synthetic, one_worker_run.parent, one_worker_run.name, stages=build(Config, {"stages": stages}).stages)
+    plain = config(synthetic, one_worker_run.parent, one_worker_run.name, stages=build(Config, {"stages": base}).stages)
+    e = query.edges(one_worker_run)
+    edges = (e["u"].to_numpy(), e["v"].to_numpy(), e["jaccard"].to_numpy())
+    sql = dict(query.drop_reasons(one_worker_run, cfg).iter_rows())
+    assert python_funnel(ruleset(cfg), rows, edges) == sql
+    assert sql != dict(query.drop_reasons(one_worker_run, plain).iter_rows())
+    for in_memory in (False, True):
+        r = query.open_run(one_worker_run, in_memory=in_memory, refresh=True)
+        assert dict(query.drop_reasons(r, cfg).iter_rows()) == sql
+
+
 def test_manifest_merges_partition_metrics(synthetic, one_worker_run):
     import json
 

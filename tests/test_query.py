@@ -77,6 +77,14 @@ CONFIGS = [
                                    {"stage": "exact_dedup", "signal": "bytes", "drop_lowest": 10}]}),
     build(Config, {"stages": {"language": {"enabled": False}, "pii": {"max_pii": 2}},
                    "percentiles": [{"stage": "pii", "signal": "gq_mean_word_length", "drop_highest": 30}]}),
+    # per-language thresholds: de and en moved different ways, ja absent from the run, NULL lang the default
+    build(Config, {"stages": {"language": {"keep": ["en", "de", "fr"], "min_score": 0.1,
+                                           "by_lang": {"fr": {"min_score": 0.6}}},
+                              "gopher_quality": {"min_words": 3, "by_lang": {"de": {"min_words": 10, "min_stop_words": 0},
+                                                                             "en": {"min_words": 1, "max_words": 100},
+                                                                             "ja": {"min_words": 0}}},
+                              "fineweb": {"by_lang": {"de": {"max_short_line_ratio": 0.95}}},
+                              "pii": {"max_pii": 5, "by_lang": {"en": {"max_pii": 1}}}}}),
 ]
 
 
@@ -313,3 +321,91 @@ def test_funnel_bytes_are_the_texts_utf8_bytes_and_raw_bytes_their_own_column(tm
     assert f["bytes_dropped"] == 0  # an unreadable record has no text
     assert f["raw_bytes_in"] == sum(len(x.encode()) for x in lines) + len("{broken\n")
     assert f["raw_bytes_dropped"] == len("{broken\n")
+
+
+BY_LANG = {"language": {"keep": ["en", "de", "fr"], "min_score": 0.1},
+           "gopher_quality": {"min_words": 3, "max_mean_word_length": 7.0},
+           "c4": {"min_sentences": 2}, "exact_dedup": {"enabled": False}}
+OVERRIDES = {"language": {"en": {"min_score": 0.0}},
+             "gopher_quality": {"de": {"min_words": 100, "max_mean_word_length": 12.0}, "en": {"min_words": 0}},
+             "c4": {"fr": {"min_sentences": 0}, "ja": {"min_sentences": 40}}}
+
+
+@pytest.mark.parametrize("in_memory", [False, True])
+def test_per_language_thresholds_equal_each_language_funneled_alone(tmp_path, in_memory):
+    # the funnel split by language under by_lang overrides = each language's rows funneled alone under
+    # a config whose sections hold that language's values (exact dedup off: its groups span languages)
+    import copy
+
+    rows = _random_rows(700, seed=21)
+    run = query.open_run(make_run(tmp_path / "all", rows), in_memory=in_memory)
+    stages = copy.deepcopy(BY_LANG)
+    for stage, langs in OVERRIDES.items():
+        stages[stage]["by_lang"] = langs
+    cfg = build(Config, {"stages": stages})
+    split = query.funnel(run, cfg, by="lang")
+    total = query.funnel(run, cfg)
+    for lang in ("en", "de", "fr", None):  # fr: only c4 overridden; None: every default
+        own = copy.deepcopy(BY_LANG)
+        for stage, langs in OVERRIDES.items():
+            own[stage].update(langs.get(lang, {}))
+        alone = make_run(tmp_path / str(lang), [r for r in rows if r["lang"] == lang])
+        want = query.funnel(alone, build(Config, {"stages": own}))
+        got = split.filter(split["lang"].is_null() if lang is None else split["lang"] == lang).drop("lang")
+        assert got.equals(want), lang
+    assert split.group_by("stage", maintain_order=True).agg(
+        __import__("polars").col("docs_dropped").sum())["docs_dropped"].to_list() == total["docs_dropped"].to_list()
+    # and the per-language values change the answer (not a vacuous equality)
+    flat = build(Config, {"stages": BY_LANG})
+    assert not query.funnel(run, flat, by="lang").equals(split)
+
+
+@pytest.mark.parametrize("engine", ["codes", "sql"])
+def test_incremental_funnel_after_a_per_language_move_equals_recomputed(tmp_path, engine, monkeypatch):
+    from lab.query import codes
+    monkeypatch.setattr(codes, "ENABLED", engine == "codes")
+    rows = _random_rows(800, seed=17)
+    path = make_run(tmp_path, rows)
+    live, fresh = query.open_run(path, in_memory=True), query.open_run(path)
+    rng = random.Random(5)
+    moves = [("gopher_quality", "de", "min_words", [0, 3, 10, 60]), ("gopher_quality", "en", "min_words", [0, 5, 50]),
+             ("gopher_quality", None, "min_words", [0, 3, 10]), ("language", "fr", "min_score", [0.0, 0.5, 0.9]),
+             ("fineweb", "de", "max_short_line_ratio", [0.1, 0.5, 1.0]), ("gopher_quality", "ja", "min_words", [1, 2])]
+    stages: dict = {"language": {"keep": ["en", "de", "fr"]}}
+    for step in range(24):
+        stage, lang, key, values = rng.choice(moves)
+        section = stages.setdefault(stage, {})
+        if lang is None:
+            section[key] = rng.choice(values)
+        elif step % 7 == 6:
+            section.get("by_lang", {}).pop(lang, None)  # an override removed
+        else:
+            section.setdefault("by_lang", {}).setdefault(lang, {})[key] = rng.choice(values)
+        cfg = build(Config, {"stages": stages})
+        for by in (None, "lang"):
+            assert query.funnel(live, cfg, by=by).equals(query.funnel(fresh, cfg, by=by)), (step, stages)
+        assert query.drop_reasons(live, cfg).equals(query.drop_reasons(fresh, cfg))
+    if engine == "codes":  # the in-memory codes evaluate per-language thresholds themselves
+        assert codes.of(live).supports(query._rules(live, cfg))
+        assert len(live.codes.count_memo) >= 10
+
+
+def test_a_per_language_move_changes_exactly_the_documents_of_that_language(tmp_path):
+    from lab.query.browse import changes
+
+    rows = _random_rows(600, seed=8)
+    path = make_run(tmp_path, rows)
+    before = build(Config, {"stages": {"language": {"keep": ["en", "de", "fr"]}}})
+    after = build(Config, {"stages": {"language": {"keep": ["en", "de", "fr"]},
+                                      "gopher_quality": {"by_lang": {"de": {"min_words": 100}}}}})
+    for in_memory in (False, True):
+        r = query.open_run(path, in_memory=in_memory)
+        got = changes(r, query._rules(r, before), query._rules(r, after))
+        py_a, py_b = python_funnel(ruleset(before), rows), python_funnel(ruleset(after), rows)
+        want = sorted(d for d in py_a if py_a[d] != py_b[d])
+        assert sorted(got.column("doc_id").to_pylist()) == want and want
+        assert set(got.column("lang").to_pylist()) == {"de"}
+        for lang, shown in (("de", "100"), ("en", "50")):  # each document with its own language's threshold
+            page = query.documents(r, after, view="dropped", reason="gopher_quality.too_short", lang=lang, limit=5,
+                                   with_text=False)
+            assert page.height and set(page["threshold"]) == {shown}

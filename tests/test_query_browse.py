@@ -556,6 +556,34 @@ def test_histograms_after_threshold_moves_are_incremental_and_exact(synthetic_ru
         assert sum(x is not None and x.size < mem.codes.n for x in subsets) >= 10
 
 
+@pytest.mark.parametrize("engine", ["codes", "sql"])
+def test_histograms_and_changes_with_per_language_thresholds_equal_the_parquet_run(synthetic_run_dir, cfg, monkeypatch,
+                                                                                 engine):
+    # a walk of per-language moves: in memory (incremental from the last answer) = the Parquet answer
+    from lab.config import to_dict
+    from lab.query import codes
+    monkeypatch.setattr(codes, "ENABLED", engine == "codes")
+    mem = query.open_run(synthetic_run_dir, in_memory=True, refresh=True)
+    parquet = query.open_run(synthetic_run_dir)
+    base = to_dict(cfg)
+    base["stages"]["language"]["keep"] = ["en", "de", "fr"]
+    moves = [("gopher_quality", "de", "min_words", [10, 40, 200]), ("gopher_quality", "en", "min_stop_words", [0, 3, 6]),
+             ("fineweb", "de", "min_line_punct_ratio", [0.0, 0.3]), ("language", "fr", "min_score", [0.3, 0.95])]
+    card = {"gopher_quality": ["gq_words", "gq_stop_words"], "fineweb": ["fw_line_punct_ratio"], "language": ["lang_score"]}
+    rng = random.Random(3)
+    before = build(Config, base)
+    for _ in range(8):
+        stage, lang, key, values = rng.choice(moves)
+        base["stages"][stage].setdefault("by_lang", {}).setdefault(lang, {})[key] = rng.choice(values)
+        config = build(Config, base)
+        got = query.histograms(mem, config, card[stage])
+        for sig in card[stage]:
+            assert got[sig].equals(query.histogram(parquet, config, sig)), (stage, lang, key, sig)
+        assert query.change(mem, before, config) == query.change(parquet, before, config)
+        assert _reasons(mem, config) == _reasons(parquet, config)
+        before = config
+
+
 def test_a_page_without_texts_and_the_texts_read_one_by_one(run, cfg):
     full = query.documents(run, cfg, view="dropped", limit=20)
     bare = query.documents(run, cfg, view="dropped", limit=20, with_text=False)

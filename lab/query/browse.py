@@ -207,7 +207,7 @@ def _pairs_sql(r: Run, cur: duckdb.DuckDBPyConnection, before: list[Rule], after
     groups = list(dict.fromkeys(x.signal for x in (*before, *after) if x.op == "first_in_group"))
     source, cte = "signals", ""
     if conds is not None and None not in conds:
-        need = [c for c in dict.fromkeys(["doc_id", "bytes", *extra, *(x.signal for x in (*before, *after)),
+        need = [c for c in dict.fromkeys(["doc_id", "bytes", *extra, *(c for x in (*before, *after) for c in x.columns),
                                            *(f"_n_{g}" for g in groups)]) if c in r.columns]
         moved = " OR ".join(f"({c})" for c in conds if c != "FALSE") or "FALSE"
         flip = np.setxor1d(nd_a, nd_b)
@@ -246,7 +246,7 @@ def _pairs_sql(r: Run, cur: duckdb.DuckDBPyConnection, before: list[Rule], after
         return f"CASE WHEN {_register_ids(cur, '_bq_nd_' + tag, nd)} THEN {k} ELSE code END"
 
     # one pipeline, no join: ``before``'s evaluation carries every column ``after``'s needs
-    carry = [c for c in dict.fromkeys([*extra, *(x.signal for x in after),
+    carry = [c for c in dict.fromkeys([*extra, *(c for x in after for c in x.columns),
                                        *(f"_n_{g}" for g in groups if f"_n_{g}" in r.columns)])
              if c not in ("doc_id", "bytes")]
     sa = codes_sql(before, extra=carry, run=r, source=source)
@@ -448,13 +448,15 @@ def _page_in_memory(a: _Ask, found: tuple, offset: int, limit: int) -> pl.DataFr
 # --- the page's details -----------------------------------------------------------------------------
 
 
-def _threshold_text(rule: Rule) -> str | None:
-    """A rule's threshold as the config writes it.
+def _threshold_text(rule: Rule, lang: str | None = None) -> str | None:
+    """A rule's threshold as the config writes it (the one a document of language ``lang`` is held to).
 
     >>> _threshold_text(Rule("language", "lang", "in", ("en",), "other_language"))
     "['en']"
     >>> _threshold_text(Rule("language", "lang_score", ">=", 0.69597288, "low_score"))
     '0.69597288'
+    >>> _threshold_text(Rule("gopher_quality", "gq_stop_words", ">=", 2, "too_few_stop_words", (("de", 3),)), "de")
+    '3'
     """
     if rule.op == "in":
         return repr(list(rule.value))
@@ -462,7 +464,7 @@ def _threshold_text(rule: Rule) -> str | None:
         return repr(rule.value[0])
     if rule.op == "first_in_group":
         return None
-    return repr(rule.value)
+    return repr(rule.value_for(lang))
 
 
 def _json_value(v: Any) -> Any:
@@ -553,7 +555,7 @@ def _details(a: _Ask, cur: duckdb.DuckDBPyConnection, page: pl.DataFrame, with_t
                "signals": json.dumps({c: _json_value(s.get(c)) for c in sig_cols}, ensure_ascii=False),
                "cluster_id": None, "kept_doc_id": None}
         if rule is not None:
-            row["op"], row["threshold"] = rule.op, _threshold_text(rule)
+            row["op"], row["threshold"] = rule.op, _threshold_text(rule, s.get("lang"))
             if rule.per_document:
                 v = s.get(rule.signal)
                 row["signal"] = rule.signal

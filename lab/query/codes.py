@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 from lab import neardup
 from lab.query.neardup import _edges
 from lab.query.run import _arrow, _ident
-from lab.rules import Rule
+from lab.rules import LANG, Rule
 
 ENABLED = True  # False: every question is answered in SQL (tests hold the two answers equal)
 KEPT = -1  # the code of a document no rule drops
@@ -116,6 +116,9 @@ class Codes:
             col = self.column(x.signal)
             if col.has_nan:
                 return False
+            if x.by_lang:  # per-row thresholds: numbers by the lang column's dictionary
+                if LANG not in self.run.columns or col.dictionary is not None or self.column(LANG).dictionary is None:
+                    return False
             if col.dictionary is not None:
                 if x.op not in ("in", "==", "!=") or not all(isinstance(v, str) for v in _listed(x)):
                     return False
@@ -134,18 +137,29 @@ class Codes:
             passes_d = _passes(rule, d) if d.size else np.zeros(0, dtype=bool)
             ok = passes_d[x] if d.size else np.zeros(x.shape, dtype=bool)
         else:
-            ok = _passes(rule, x)
+            ok = _passes(rule, x, self._thresholds(rule, rows) if rule.by_lang else rule.value)
         if col.valid is not None:
             ok &= col.valid if rows is None else col.valid[rows]
         return ~ok
+
+    def _thresholds(self, rule: Rule, rows: np.ndarray | None = None) -> np.ndarray:
+        """Each row's threshold of a rule with per-language thresholds (NULL lang: the rule's own)."""
+        lang = self.column(LANG)
+        table = np.array([rule.value_for(d) for d in lang.dictionary] + [rule.value])
+        idx = lang.values if rows is None else lang.values[rows]
+        if lang.valid is not None:
+            idx = np.where(lang.valid if rows is None else lang.valid[rows], idx, len(lang.dictionary))
+        return table[idx]
 
     def moved(self, old: Rule, new: Rule) -> np.ndarray | bool:
         """Rows whose outcome of this rule differs between two thresholds; False when none can (the
         same rule), True when it is not a threshold move (every row may differ)."""
         if (old.stage, old.signal, old.op, old.reason) != (new.stage, new.signal, new.op, new.reason):
             return True
-        if old.value == new.value or old.op in ("first_in_group", "first_in_cluster"):
+        if (old.value == new.value and old.by_lang == new.by_lang) or old.op in ("first_in_group", "first_in_cluster"):
             return False
+        if old.by_lang or new.by_lang:  # another threshold per language: compare the two outcomes row by row
+            return self.fails(old) != self.fails(new)
         if old.op not in (">=", "<=", "==", "!="):
             return True
         col = self.column(old.signal)
@@ -534,11 +548,12 @@ def _shift(counts: dict, before: dict, after: dict) -> dict:
 
 
 def _listed(rule: Rule) -> tuple:
-    return tuple(rule.value) if rule.op == "in" else (rule.value,)
+    return tuple(rule.value) if rule.op == "in" else rule.values
 
 
-def _passes(rule: Rule, x: np.ndarray) -> np.ndarray:
-    v = rule.value
+def _passes(rule: Rule, x: np.ndarray, v: Any = None) -> np.ndarray:
+    """Whether each value passes ``rule`` at threshold ``v`` (a number, or one per value)."""
+    v = rule.value if v is None else v
     if rule.op == ">=":
         return x >= v
     if rule.op == "<=":

@@ -21,7 +21,7 @@ from typing import Any, Sequence
 from lab.config import Config
 from lab.errors import ConfigError, NotReadyError, RunStateError
 from lab.query.run import Run, _ident, _q
-from lab.rules import Rule
+from lab.rules import LANG, Rule
 from lab.select import ruleset
 
 
@@ -72,25 +72,45 @@ def _compare(rule: Rule, *, negate: bool) -> str:
     ops = {">=": ("<", ">="), "<=": (">", "<="), "==": ("<>", "="), "!=": ("=", "<>")}
     if rule.op not in ops:
         raise ValueError(f"{rule.drop_reason}: {rule.op} is a group rule, not a predicate")
-    return f"{col} {ops[rule.op][0 if negate else 1]} {_literal(rule.value)}"
+    return f"{col} {ops[rule.op][0 if negate else 1]} {_threshold_sql(rule)}"
+
+
+def _threshold_sql(rule: Rule) -> str:
+    """A comparison's threshold in SQL: a literal, or with per-language thresholds a ``CASE`` on ``lang``
+    (a document without a language is held to the rule's own value).
+
+    >>> print(_threshold_sql(Rule("gopher_quality", "gq_stop_words", ">=", 2, "too_few_stop_words", (("de", 3), ("zh", 0)))))
+    CASE "lang" WHEN 'de' THEN 3 WHEN 'zh' THEN 0 ELSE 2 END
+    >>> print(failure(Rule("gopher_quality", "gq_stop_words", ">=", 2, "too_few_stop_words", (("de", 3),))))
+    ("gq_stop_words" IS NULL OR "gq_stop_words" < CASE "lang" WHEN 'de' THEN 3 ELSE 2 END)
+    """
+    if not rule.by_lang:
+        return _literal(rule.value)
+    whens = " ".join(f"WHEN {_literal(lang)} THEN {_literal(v)}" for lang, v in rule.by_lang)
+    return f"CASE {_ident(LANG)} {whens} ELSE {_literal(rule.value)} END"
 
 
 def _failure_in(rule: Rule, run: Run | None) -> str | None:
     """``failure(rule)`` for this run, or None when no document of it can fail the rule: the column's
-    exact min and max (in-memory runs) already satisfy the threshold and it has no NULLs.
+    exact min and max (in-memory runs) already satisfy the threshold and it has no NULLs. With
+    per-language thresholds, every one of them must be satisfied (whatever a document's language).
 
     >>> from types import SimpleNamespace
     >>> words = Rule("gopher_quality", "gq_words", ">=", 50, "too_short")
     >>> [_failure_in(words, SimpleNamespace(nullable=frozenset(n), ranges={"gq_words": (lo, 900.0)}))
     ...  for n, lo in (((), 6.0), ((), 60.0), (("gq_words",), 60.0))]
     ['"gq_words" < 50', None, '"gq_words" IS NULL']
+    >>> zh = Rule("gopher_quality", "gq_words", ">=", 50, "too_short", (("zh", 70),))
+    >>> print(_failure_in(zh, SimpleNamespace(nullable=frozenset(), ranges={"gq_words": (60.0, 900.0)})))
+    "gq_words" < CASE "lang" WHEN 'zh' THEN 70 ELSE 50 END
     """
     nullable = run is None or run.nullable is None or rule.signal in run.nullable
     rng = run.ranges.get(rule.signal) if run is not None and run.ranges else None
-    if rng is not None and isinstance(rule.value, (int, float)) and not isinstance(rule.value, bool):
+    values = rule.values
+    if rng is not None and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
         lo, hi = rng
-        if (rule.op == ">=" and lo >= rule.value) or (rule.op == "<=" and hi <= rule.value) \
-                or (rule.op == "==" and lo == hi == rule.value):
+        if (rule.op == ">=" and lo >= max(values)) or (rule.op == "<=" and hi <= min(values)) \
+                or (rule.op == "==" and all(lo == hi == v for v in values)):
             return f"{_ident(rule.signal)} IS NULL" if nullable else None
     return failure(rule, nullable=nullable)
 
@@ -139,11 +159,11 @@ def codes_sql(rules: list[Rule], *, extra: Sequence[str] = (), run: Run | None =
 
     def keep_after(i: int) -> list[str]:
         """Columns the layers after rule ``i`` still read: each layer projects down to these."""
-        later = [r.signal for r in rules[i + 1:]]
+        later = [c for r in rules[i + 1:] for c in r.columns]
         later += [f"_n_{r.signal}" for r in rules[i + 1:] if r.op == "first_in_group" and r.signal in sized]
         return [c for c in dict.fromkeys(later) if c not in base]
 
-    cols = list(dict.fromkeys([*base, *(r.signal for r in rules), *(f"_n_{c}" for c in sorted(sized))]))
+    cols = list(dict.fromkeys([*base, *(c for r in rules for c in r.columns), *(f"_n_{c}" for c in sorted(sized))]))
     sql = f"SELECT {', '.join(map(_ident, cols))}, NULL::INTEGER AS code FROM {source}"
     pending: list[tuple[int, Rule]] = []
 
@@ -197,7 +217,7 @@ def _rules(r: Run, config: Config) -> list[Rule]:
     """The config's rules for this run; a batch run only answers for the thresholds it ran with
     (it skipped the later stages' signals of the documents it dropped)."""
     rules = ruleset(config, r.stats())
-    _check_columns(r, [x.signal for x in rules])
+    _check_columns(r, list(dict.fromkeys(c for x in rules for c in x.columns)))
     if r.config is not None and r.config.mode == "batch" and ruleset(r.config) != rules:
         raise RunStateError(f"{r.layout.root} is a batch run: it answers only for the thresholds it ran with; "
                             "run the inputs with mode: explore to move thresholds afterwards")
@@ -222,7 +242,7 @@ def funnel_filter_shape_sql(rules: list[Rule]) -> str:
       (TRUE AND coalesce("gq_words" >= 50, FALSE)) ORDER BY doc_id) AS _rn0 FROM signals)
     """
     stages = list(dict.fromkeys(r.stage for r in rules))
-    cols = list(dict.fromkeys(["doc_id", *(r.signal for r in rules)]))
+    cols = list(dict.fromkeys(["doc_id", *(c for r in rules for c in r.columns)]))
     alive = "TRUE"
     aggs, windows = [], []
     for stage in stages:

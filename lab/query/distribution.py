@@ -342,7 +342,7 @@ def _histograms(r: Run, rules: list[Rule], stage: str | None, edges_of: dict[str
                 continue
             # the moved rows read once (a scattered read costs per column, not per row), counted twice
             need = [c for c in dict.fromkeys([*signals, *(c for c in bin_cols.values() if c), "bytes",
-                                              *(["n_tokens"] if tok else []), *(x.signal for x in (*old, *prefix))])
+                                              *(["n_tokens"] if tok else []), *(c for x in (*old, *prefix) for c in x.columns)])
                     if c in r.columns or c in bin_cols.values()]
             cur.register("_hist_moved", _arrow(cur.sql(f"SELECT {', '.join(map(_ident, need))} FROM signals WHERE {moved}")))
             raw = _shifted(counts, _aggregate(cur, src_of(list(old), "_hist_moved"), signals, bins, tok),

@@ -36,7 +36,7 @@ from lab.query.run import (
     _sample_order,
     open_run,
 )
-from lab.rules import Rule
+from lab.rules import COMPARISONS, LANG, Rule
 from lab.stages import STAGE_NAMES, STAGES
 
 INCREMENTAL_SHARE = 0.25  # recompute from scratch when more of the documents than this may change
@@ -168,13 +168,34 @@ def _counts(cur, rules: list[Rule], by: str | None, run: Run, source: str = "sig
 
 def _changed(old: Rule, new: Rule) -> str | None:
     """SQL condition on the documents whose outcome of this rule differs between ``old`` and ``new``
-    (the same rule at another threshold), or None when the change is not a threshold move."""
+    (the same rule at another threshold), or None when the change is not a threshold move. With
+    per-language thresholds, each language listed in either rule (and every other language together)
+    is compared at its own pair of thresholds.
+
+    >>> a = Rule("gopher_quality", "gq_stop_words", ">=", 2, "too_few_stop_words")
+    >>> print(_changed(a, Rule("gopher_quality", "gq_stop_words", ">=", 2, "too_few_stop_words", (("de", 3),))))
+    (("lang" = 'de' AND ("gq_stop_words" >= 2 AND "gq_stop_words" < 3)))
+    """
     if (old.stage, old.signal, old.op, old.reason) != (new.stage, new.signal, new.op, new.reason):
         return None
-    if old.value == new.value:
+    if old.value == new.value and old.by_lang == new.by_lang:
         return "FALSE"
-    if old.op not in (">=", "<=", "==", "!=") or not all(isinstance(v, (int, float)) for v in (old.value, new.value)):
+    if old.op not in COMPARISONS or not all(isinstance(v, (int, float)) for v in (*old.values, *new.values)):
         return None
+    if old.by_lang or new.by_lang:
+        langs = sorted({lang for lang, _ in (*old.by_lang, *new.by_lang)})
+        lang = _ident(LANG)
+        parts = []
+        for code in langs:
+            c = _changed(Rule(old.stage, old.signal, old.op, old.value_for(code), old.reason),
+                         Rule(new.stage, new.signal, new.op, new.value_for(code), new.reason))
+            if c != "FALSE":
+                parts.append(f"({lang} = {_literal(code)} AND {c})")
+        c = _changed(Rule(old.stage, old.signal, old.op, old.value, old.reason),
+                     Rule(new.stage, new.signal, new.op, new.value, new.reason))
+        if c != "FALSE":
+            parts.append(f"(({lang} IS NULL OR {lang} NOT IN ({', '.join(map(_literal, langs))})) AND {c})")
+        return f"({' OR '.join(parts)})" if parts else "FALSE"
     col, lo, hi = _ident(old.signal), min(old.value, new.value), max(old.value, new.value)
     if old.op == ">=":  # passes iff x >= v: the outcome differs for lo <= x < hi
         return f"({col} >= {_literal(lo)} AND {col} < {_literal(hi)})"
@@ -217,7 +238,7 @@ def code_counts(r: Run, rules: list[Rule], by: str | None) -> dict:
         # R is small: read it once, only the columns the two evaluations need, and register it with
         # this cursor (a temp table of it measured ~50 ms more at 1M rows than reading it to Arrow)
         need = [c for c in dict.fromkeys(["doc_id", "bytes", *([by] if by else []), "n_tokens",
-                                          *(x.signal for x in (*old_rules, *rules)),
+                                          *(c for x in (*old_rules, *rules) for c in x.columns),
                                           *(f"_n_{x.signal}" for x in rules if x.op == "first_in_group")])
                 if c in r.columns]
         cur.register("_moved", _arrow(cur.sql(f"SELECT {', '.join(map(_ident, need))} FROM signals WHERE {where}")))

@@ -290,7 +290,7 @@ def _member_codes(r: Run, cur: duckdb.DuckDBPyConnection, rules: list[Rule], col
         sql = _with_near(r, cur, rules, codes_sql(rules, extra=["content_hash", *extra], run=r))
         return (f"SELECT x.*, c.{col} AS cluster_id FROM ({sql}) x JOIN clusters c ON c.node = x.content_hash "
                 f"WHERE {which}")
-    need = [c for c in dict.fromkeys(["doc_id", "bytes", "content_hash", *extra, *(x.signal for x in rules),
+    need = [c for c in dict.fromkeys(["doc_id", "bytes", "content_hash", *extra, *(c for x in rules for c in x.columns),
                                       *(f"_n_{x.signal}" for x in rules if x.op == "first_in_group")])
             if c in r.columns]
     cur.register("_cluster_members", _arrow(cur.sql(
