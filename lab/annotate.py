@@ -79,12 +79,13 @@ def annotate_docs(docs: list[Doc], cfg: Config, batch_rules: dict[str, list[Rule
     collector with ``signals_batch`` gets all of them that reach its stage in one call."""
     rows: list[dict[str, Any]] = []
     texts: list[str] = []
+    method = cfg.stage("extract").method  # how HTML becomes text (a signal parameter)
     t0 = time.thread_time()
     for doc in docs:
         rows.append({"doc_id": doc.doc_id, "source": doc.source, "bytes": 0, "raw_bytes": doc.raw_bytes,
                      "decode_errors": doc.decode_errors, "encoding": doc.encoding,
                      "encoding_source": doc.encoding_source, "drop_reason": None})
-        text = extract.html_to_text(doc.text) if doc.is_html else doc.text
+        text = extract.html_to_text(doc.text, method) if doc.is_html else doc.text
         rows[-1]["bytes"] = len(text.encode("utf-8", "surrogatepass"))
         texts.append(text)
     clock["extract"] = clock.get("extract", 0.0) + (time.thread_time() - t0)

