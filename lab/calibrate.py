@@ -187,9 +187,12 @@ def calibrate(run: str | Path, cfg: Config, *, reference: str = "en", retention:
 
 
 def config_text(base: Config, cal: Calibration) -> str:
-    """``base`` as YAML with the calibration's ``by_lang`` overrides in each stage it touched."""
+    """``base`` as YAML with the calibration's ``by_lang`` overrides in each stage it touched (``lab.config.loads``
+    reads it back)."""
     data = to_dict(base)
-    for stage, by_lang in cal.overrides.items():
-        data["stages"][stage]["by_lang"] = {lang: dict(sorted(v.items())) for lang, v in sorted(by_lang.items())}
+    for stage, by_lang in cal.overrides.items():  # merged into the base's own overrides (calibrated keys win)
+        section = data["stages"][stage].setdefault("by_lang", {})
+        for lang, values in sorted(by_lang.items()):
+            section[lang] = dict(sorted({**section.get(lang, {}), **values}.items()))
     head = (f"# per-language thresholds: corpus-lab calibrate ({cal.mode}; reference language {cal.reference!r})\n")
     return head + yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=100)

@@ -94,3 +94,27 @@ def test_too_few_documents_of_the_reference_is_a_clear_error(two_languages):
         calibrate.calibrate(two_languages, cfg, retention=1.5)
     cal = calibrate.calibrate(two_languages, cfg, min_docs=20, languages=["zz"])  # a language the run lacks
     assert cal.skipped == {"zz": "0 documents (< 20)"} and cal.overrides == {}
+
+
+def test_the_calibrated_config_loads_and_cuts_the_language_where_the_reference_is_cut(two_languages):
+    from lab.config import loads
+
+    from lab import knobs
+
+    cfg = knobs.apply(load(two_languages / "config.yaml"), {"language.keep": ("en", "xx")})  # both kept
+    cal = calibrate.calibrate(two_languages, cfg, min_docs=20, stages=(STAGE,))
+    tuned = loads(calibrate.config_text(cfg, cal))
+    assert tuned.stages.overrides(STAGE)["xx"] == cal.overrides[STAGE]["xx"]
+
+    from lab.select import ruleset
+
+    def fails(c, lang: str) -> float:  # the share of the language's documents failing KNOB's rule under c
+        rule = next(x for x in ruleset(c) if x.stage == STAGE and x.signal == SIGNAL and x.op == OP)
+        return query.fail_shares(two_languages, [rule], lang)[0]
+
+    # the base threshold fails more of "xx" (its documents repeat more) than of "en"; calibrated (its
+    # by_lang value, compiled to SQL per document), "xx" fails about the share "en" fails, and "en" as before
+    n = dict(query.languages(two_languages))["xx"]
+    assert fails(cfg, "xx") > fails(cfg, "en") + 1 / n
+    assert abs(fails(tuned, "xx") - fails(cfg, "en")) <= 1 / n
+    assert fails(tuned, "en") == fails(cfg, "en")
