@@ -25,6 +25,7 @@ The last text's words are kept, as ``text.words`` does, so stages that ask again
 
 from __future__ import annotations
 
+import functools
 import re
 from importlib import metadata
 
@@ -43,6 +44,7 @@ BREAKER = "icu"  # how unspaced runs are cut: "icu" (dictionary) or "char" (one 
 _LAST: tuple[str, str | None, str, tuple[str, ...]] = ("", None, "", ())  # text, lang, breaker, words
 
 
+@functools.lru_cache(maxsize=1)
 def versions() -> dict[str, str]:
     """What the segmentation depends on (part of gopher_quality's signals hash)."""
     return {"segmenter": f"icu4py {metadata.version('icu4py')}"}

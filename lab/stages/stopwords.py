@@ -41,6 +41,7 @@ GOPHER_STOP_WORDS = frozenset({"the", "be", "to", "of", "and", "that", "have", "
 _WORDFREQ_CODES = {"no": "nb", "tl": "fil", "hr": "sh", "bs": "sh"}  # lid.176 label -> wordfreq's code, where they differ
 
 
+@functools.lru_cache(maxsize=1)
 def versions() -> dict[str, str]:
     """The packages the lists come from (part of gopher_quality's signals hash)."""
     return {p: metadata.version(p) for p in ("stopwordsiso", "wordfreq")}
