@@ -12,6 +12,11 @@ Every stage module has the same small surface:
   the run's signals hash, so a rerun recomputes the signals a change made stale;
 - ``rules(cfg) -> list[Rule]``: what a kept document satisfies, as data.
 
+``signals`` sees the text only, not the signals of earlier stages. What several stages need is
+computed once per document and shared: ``lab.stages.text.words`` (English words), ``language.detect``
+(the document's language; gopher_quality's stop words and word segmentation depend on it) and
+``lab.stages.segment.words`` (words in the document's language) each keep their last answers.
+
 Optional: ``Collector(cfg, n_buckets, run_dir)``, made once per partition, for a stage whose signals need more
 than the text or that writes files of its own: ``signals(i, text, doc)`` replaces ``signals`` for the
 partition's i-th document (``doc``: the ``lab.doc.Doc``, its URL and source), then ``write(layout, key,

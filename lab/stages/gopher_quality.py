@@ -6,13 +6,21 @@ Signals only; thresholds live in ``rules``. Defaults are the paper's (as in data
 ending with an ellipsis; >= 80% of words containing an alphabetic character; >= 2 of the stop
 words {the, be, to, of, and, that, have, with}.
 
-Words are datatrove's English words (spaCy tokens, see ``lab.stages.text``); a word made only of
-punctuation is a symbol. ``gq_words`` and the mean length count non-symbol words; the ``#`` and
-ellipsis ratios and the alphabetic ratio are over all words, as datatrove's. ``gq_stop_words``
-counts *distinct* stop words present, case-sensitive (datatrove intersects the sets: "the the"
-is one). Lines are ``str.splitlines()``; a bullet line starts with ``•`` or ``-`` after leading
-whitespace. A text with no words has every value 0 (a ratio over zero words or lines is 0.0), so
-it fails ``too_short`` first, as datatrove drops it.
+Words and stop words are those of the document's language (its lid.176 label, ``lang``: the
+language stage's ``detect``, run once per document). English, and every language written with
+spaces, gets datatrove's English words (spaCy tokens, see ``lab.stages.text``); Chinese,
+Japanese, Thai, Lao, Khmer and Burmese get them cut again at ICU's word boundaries
+(``lab.stages.segment``). The stop words are Gopher's eight for English and, for another
+language, its eight most frequent stop words (``lab.stages.stopwords``: stopwords-iso lists
+ranked by wordfreq); a language with no list falls back to the English eight, as before
+(``VERSION`` 1 counted the English eight and English words for every language). English values
+are unchanged from ``VERSION`` 1 (datatrove's). A word made only of punctuation is a symbol.
+``gq_words`` and the mean length count non-symbol words; the ``#`` and ellipsis ratios and the
+alphabetic ratio are over all words, as datatrove's. ``gq_stop_words`` counts *distinct* stop
+words present, case-sensitive (datatrove intersects the sets: "the the" is one). Lines are
+``str.splitlines()``; a bullet line starts with ``•`` or ``-`` after leading whitespace. A text
+with no words has every value 0 (a ratio over zero words or lines is 0.0), so it fails
+``too_short`` first, as datatrove drops it.
 """
 
 from __future__ import annotations
@@ -24,12 +32,14 @@ import pyarrow as pa
 
 from lab.rules import Rule
 from lab.stages.fields import check, knob
-from lab.stages.text import SYMBOLS, words
+from lab.stages import language, segment, stopwords
+from lab.stages.text import SYMBOLS
 
 NAME = "gopher_quality"
-VERSION = 1  # bump when signals() (or what it reads: word lists, models) gives other values
+VERSION = 2  # bump when signals() (or what it reads: word lists, models) gives other values
+# 2: stop words and word segmentation of the document's language (1: English for every language)
 SOURCE = "Gopher (Rae et al. 2021)"
-STOP_WORDS = frozenset({"the", "be", "to", "of", "and", "that", "have", "with"})
+STOP_WORDS = stopwords.GOPHER_STOP_WORDS  # English; other languages: stopwords.stop_words(lang)
 
 
 @dataclass(frozen=True)
@@ -57,8 +67,9 @@ class Config:
     min_alpha_words_ratio: float = knob(0.8, unit="fraction of words",
                                         help="At least this fraction of a kept document's words contain a letter.")
     min_stop_words: int = knob(2, unit="distinct stop words",
-                               help="A kept document contains at least this many of the words the, be, to, of, and, "
-                                    "that, have, with.")
+                               help="A kept document contains at least this many distinct stop words of its language "
+                                    "(English: the, be, to, of, and, that, have, with; another language: its 8 most "
+                                    "frequent stop words).")
 
     def __post_init__(self) -> None:
         check("min_words", self.min_words, self.min_words >= 0, ">= 0")
@@ -85,13 +96,19 @@ SIGNALS = {
 }
 
 
+def signal_params(cfg: Config) -> dict:
+    """What the signals depend on besides ``VERSION``: the language model, the stop lists, the segmenter."""
+    return {"language_model": language.signal_params(language.Config())["model"], **stopwords.versions(), **segment.versions()}
+
+
 def signals(text: str) -> dict:
     """
     >>> s = signals("The cat sat on the mat... #cats\\n- and then it slept.")
     >>> s["gq_words"], s["gq_stop_words"], s["gq_bullet_lines_ratio"]
     (11, 2, 0.5)
     """
-    ws = words(text)
+    lang = language.detect(text)[0]
+    ws = segment.words(text, lang)
     counts = Counter(ws)
     n_words = len(ws)
     n_kept = kept_chars = n_alpha = 0
@@ -113,7 +130,7 @@ def signals(text: str) -> dict:
         "gq_bullet_lines_ratio": bullets / n_lines if n_lines else 0.0,
         "gq_ellipsis_lines_ratio": ellipsis_lines / n_lines if n_lines else 0.0,
         "gq_alpha_words_ratio": n_alpha / n_words if n_words else 0.0,
-        "gq_stop_words": len(STOP_WORDS & counts.keys()),
+        "gq_stop_words": len(stopwords.stop_words(lang) & counts.keys()),
     }
 
 

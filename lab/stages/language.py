@@ -7,12 +7,18 @@ by default, which costs accuracy on documents; here the first ``MAX_CHARS`` char
 classified (newlines folded to spaces, as fastText requires).
 
 Signals: ``lang`` (top label, ISO 639 code) and ``lang_score`` (its probability).
+
+A stage's ``signals`` sees only the text, not the signals of the stages before it; a later stage
+that needs the language (gopher_quality: the document's stop words and word segmentation) calls
+``detect``, which remembers its last answers by the classified prefix: the model runs once per
+document, whichever stage asks first, also when documents are annotated in chunks stage by stage.
 Default rule (FineWeb / CCNet practice): keep English with score >= 0.65.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -26,6 +32,9 @@ SOURCE = "fastText lid.176 / FineWeb language filter (Penedo et al. 2024)"
 MAX_CHARS = 10_000  # characters classified per document; beyond this, accuracy no longer improves
 
 _model = None
+_DETECTED: dict[str, tuple[str | None, float | None]] = {}  # text[:MAX_CHARS] -> (lang, score), oldest first
+_DETECTED_SIZE = 512  # documents remembered (above the largest chunk annotate hands a stage); older half goes
+_DETECTED_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -71,14 +80,31 @@ def model():
     return _model._models["low_memory"]
 
 
-def signals(text: str) -> dict:
-    sample = text[:MAX_CHARS].replace("\n", " ").strip()
+def detect(text: str) -> tuple[str | None, float | None]:
+    """The most likely language of ``text`` and its probability, (None, None) for no text; the model
+    runs once per document (the answer is kept for the stages after this one)."""
+    key = text[:MAX_CHARS]  # all the model reads
+    hit = _DETECTED.get(key)
+    if hit is not None:
+        return hit
+    sample = key.replace("\n", " ").strip()
     if not sample:
-        return {"lang": None, "lang_score": None}
+        return None, None
     if sample.isupper():  # all-caps text is misread as other languages by the model
         sample = sample.lower()
     labels, scores = model().predict(sample, k=1)
-    return {"lang": labels[0].removeprefix("__label__"), "lang_score": round(min(float(scores[0]), 1.0), 6)}
+    out = labels[0].removeprefix("__label__"), round(min(float(scores[0]), 1.0), 6)
+    with _DETECTED_LOCK:
+        if len(_DETECTED) >= _DETECTED_SIZE:
+            for k in list(_DETECTED)[: _DETECTED_SIZE // 2]:
+                _DETECTED.pop(k, None)
+        _DETECTED[key] = out
+    return out
+
+
+def signals(text: str) -> dict:
+    lang, score = detect(text)
+    return {"lang": lang, "lang_score": score}
 
 
 def rules(cfg: Config) -> list[Rule]:

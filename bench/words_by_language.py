@@ -1,0 +1,141 @@
+"""Words and stop words per language: do gopher_quality's counts on a translation track the original's?
+
+Parallel text: the translated man pages installed on this machine (Debian's manpages-de, -fr,
+-ja, -zh, ...). A page ``/usr/share/man/LANG/man1/NAME.1.gz`` is a translation of
+``/usr/share/man/man1/NAME.1.gz``; both are rendered to plain text by groff as in bench/langid.py,
+and a pair is kept when both have >= 500 characters and the translation is not mostly English
+(``english_share`` <= 0.10: a partial translation).
+
+For each pair, gopher_quality's ``gq_words`` (non-symbol words) and ``gq_stop_words`` (distinct stop
+words) of the translation divided by the English page's; per language (the man directory's, pt_BR
+with pt, zh_CN and zh_TW as zh) the median of those ratios, over the pairs (stop words: over the pairs
+whose English page has at least one). Three ways of counting, side by side:
+
+- ``v1``: what gopher_quality VERSION 1 counted for every language: English words (spaCy's rules,
+  ``lab.stages.text.words``) and Gopher's eight English stop words;
+- ``v2``: gopher_quality as it is (the document's language: its words, its eight most frequent
+  stop words);
+- ``char`` (Chinese and Japanese only): v2's stop words, words cut one per Han or kana character
+  instead of at ICU's word boundaries (``segment.words(..., breaker="char")``).
+
+Also: how often the language stage labels the translation with its directory's language, and the
+CPU time of ICU segmentation and of the character rule on the Chinese and Japanese pages.
+
+Run (main venv, from the repository root; needs groff and the manpages-* packages):
+  .venv/bin/python bench/words_by_language.py                 # up to 60 pairs per language
+  unshare -n .venv/bin/python bench/words_by_language.py      # the same, provably offline
+Writes bench/out/words_by_language.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from langid import DIR_LANG, MAN_ROOT, english_share, render_man
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from lab.stages import gopher_quality as gq  # noqa: E402
+from lab.stages import language, segment, stopwords  # noqa: E402
+from lab.stages.text import SYMBOLS, words  # noqa: E402
+
+OUT = Path(__file__).resolve().parent / "out" / "words_by_language.json"
+
+
+def pairs(per_lang: int, seed: int = 0) -> dict[str, list[tuple[str, str, str]]]:
+    """lang -> [(name, english text, translated text)], up to ``per_lang`` per man directory language."""
+    out: dict[str, list] = collections.defaultdict(list)
+    for d, lang in sorted(DIR_LANG.items()):
+        tdir = MAN_ROOT / d / "man1"
+        if not tdir.is_dir():
+            continue
+        names = sorted(p.name for p in tdir.iterdir() if p.is_file() and not p.is_symlink()
+                       and (MAN_ROOT / "man1" / p.name).is_file())
+        random.Random(f"{seed}:{d}").shuffle(names)
+        kept = 0
+        for name in names:
+            if kept == per_lang:
+                break
+            tr, en = render_man(tdir / name), render_man(MAN_ROOT / "man1" / name)
+            if not tr or not en or len(tr) < 500 or len(en) < 500 or english_share(tr) > 0.10:
+                continue
+            out[lang].append((f"{d}/{name}", en, tr))
+            kept += 1
+    return dict(out)
+
+
+def v1_counts(text: str) -> tuple[int, int]:
+    """(non-symbol words, distinct Gopher stop words) as gopher_quality VERSION 1 counted them."""
+    ws = words(text)
+    return sum(1 for w in ws if w.strip(SYMBOLS)), len(stopwords.GOPHER_STOP_WORDS & set(ws))
+
+
+def char_counts(text: str, lang: str) -> tuple[int, int]:
+    ws = segment.words(text, lang, breaker="char")
+    return sum(1 for w in ws if w.strip(SYMBOLS)), len(stopwords.stop_words(lang) & set(ws))
+
+
+def median_ratio(num: list[int], den: list[int]) -> float | None:
+    r = [a / b for a, b in zip(num, den) if b > 0]
+    return round(statistics.median(r), 2) if r else None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--per-lang", type=int, default=60, help="pairs per man directory language")
+    args = ap.parse_args()
+    t0 = time.time()
+    by_lang = pairs(args.per_lang)
+    rows, seg_time = [], collections.Counter()
+    for lang, ps in sorted(by_lang.items()):
+        c: dict[str, list] = collections.defaultdict(list)
+        for _, en, tr in ps:
+            se, st = gq.signals(en), gq.signals(tr)
+            c["en_words"].append(se["gq_words"])
+            c["en_stop"].append(se["gq_stop_words"])
+            c["v2_words"].append(st["gq_words"])
+            c["v2_stop"].append(st["gq_stop_words"])
+            w1, s1 = v1_counts(tr)
+            c["v1_words"].append(w1)
+            c["v1_stop"].append(s1)
+            c["labelled"].append(language.detect(tr)[0] == lang)
+            if lang in segment.UNSPACED:
+                w, s = char_counts(tr, lang)
+                c["char_words"].append(w)
+                c["char_stop"].append(s)
+                for breaker in ("icu", "char"):
+                    segment._LAST = ("", None, "", ())
+                    t = time.process_time()
+                    segment.words(tr, lang, breaker=breaker)
+                    seg_time[breaker] += time.process_time() - t
+                seg_time["bytes"] += len(tr.encode())
+        rows.append({
+            "lang": lang, "pairs": len(ps), "labelled_right": sum(c["labelled"]),
+            "stop_list": list(stopwords.ranked(lang)) or "English (fallback)",
+            "median_en_words": statistics.median(c["en_words"]), "median_en_stop": statistics.median(c["en_stop"]),
+            "words_v1": median_ratio(c["v1_words"], c["en_words"]), "words_v2": median_ratio(c["v2_words"], c["en_words"]),
+            "words_char": median_ratio(c["char_words"], c["en_words"]) if c["char_words"] else None,
+            "stop_v1": median_ratio(c["v1_stop"], c["en_stop"]), "stop_v2": median_ratio(c["v2_stop"], c["en_stop"]),
+            "stop_char": median_ratio(c["char_stop"], c["en_stop"]) if c["char_stop"] else None,
+        })
+    mb = seg_time["bytes"] / 1e6
+    timing = {k: round(seg_time[k] / mb, 3) for k in ("icu", "char")} if mb else {}
+    print("| lang | pairs | labelled right | words v1 | words v2 | words char | stop v1 | stop v2 | stop char |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        f = [r["lang"], r["pairs"], r["labelled_right"], r["words_v1"], r["words_v2"], r["words_char"],
+             r["stop_v1"], r["stop_v2"], r["stop_char"]]
+        print("| " + " | ".join("–" if v is None else str(v) for v in f) + " |")
+    print(f"\nsegmentation CPU seconds per MB of zh/ja text: {timing}; {time.time() - t0:.0f} s in all")
+    OUT.parent.mkdir(exist_ok=True)
+    OUT.write_text(json.dumps({"rows": rows, "cpu_s_per_mb": timing}, indent=1, ensure_ascii=False))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,105 @@
+"""segment: the words of a document in its language, for the filter stages that count words.
+
+English and every language written with spaces between words get ``lab.stages.text.words``
+(datatrove's English words: spaCy's rules), unchanged. Chinese, Japanese, Thai, Lao, Khmer and
+Burmese are written without spaces, so those rules return a sentence, or a whole line, as one
+"word". For a document in one of those languages (``UNSPACED``, by its lid.176 label), every
+word holding a character of those scripts is cut again by ICU's word break iterator
+(``BREAKER``), which carries a dictionary for each of these scripts (CJK, Thai, Lao, Khmer,
+Burmese) inside the ICU data; Latin words, numbers and symbols in such a document keep the
+English rules. Segments that are only whitespace are dropped; a punctuation mark stays a token,
+as in the English rules, so gopher_quality still counts it as a symbol.
+
+Why ICU, by measurement (bench/words_by_language.py, bench/RESULTS.md §19 "Words and stop words
+per language"): on man pages translated from English, a Chinese page has 0.96 times the English
+page's words by ICU (median), a Japanese one 1.07; one word per Han or kana character (the rule
+needing no library) gives 1.46 and 1.82, a mean word length near 1, and cannot cut Thai, Lao,
+Khmer or Burmese at all (their letters are an alphabet). One library covers every unspaced
+script, with no model file and no download: ICU and its data are inside the ``icu4py`` wheel (MIT,
+43 MB installed). It costs 0.32 CPU-s per MB of Chinese or Japanese text (the character rule 0.09),
+and nothing for other languages. Per-language segmenters (jieba, MeCab with UniDic, PyThaiNLP)
+would be three or more libraries and dictionaries for the same coverage.
+
+The last text's words are kept, as ``text.words`` does, so stages that ask again get them free.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from importlib import metadata
+
+from lab.stages.text import words as english_words
+
+# lid.176 labels of languages written without spaces between words
+UNSPACED = frozenset({"zh", "ja", "th", "lo", "km", "my", "wuu", "yue"})
+# a character of a script written without spaces: Han, kana, Thai, Lao, Khmer, Myanmar
+_UNSPACED_CHAR = re.compile(
+    "[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f"
+    "\u0e00-\u0e7f\u0e80-\u0eff\u1780-\u17ff\u19e0-\u19ff\u1000-\u109f\ua9e0-\ua9ff\uaa60-\uaa7f]")
+_HAN_KANA = re.compile("[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff66-\uff9f"
+                       "\U00020000-\U0003134f]")
+BREAKER = "icu"  # how unspaced runs are cut: "icu" (dictionary) or "char" (one word per Han/kana character)
+
+_LAST: tuple[str, str | None, str, tuple[str, ...]] = ("", None, "", ())  # text, lang, breaker, words
+
+
+@functools.lru_cache(maxsize=1)
+def versions() -> dict[str, str]:
+    """What the segmentation depends on (part of gopher_quality's signals hash)."""
+    return {"segmenter": f"icu4py {metadata.version('icu4py')}"}
+
+
+def _icu_split(token: str, lang: str) -> list[str]:
+    """``token`` cut at ICU's word boundaries (whitespace-only pieces dropped).
+
+    >>> _icu_split("これは日本語です", "ja")
+    ['これ', 'は', '日本語', 'です']
+    """
+    from icu4py.breakers import WordBreaker
+
+    return [w for w in WordBreaker(token, lang) if not w.isspace()]
+
+
+def _char_split(token: str, lang: str = "") -> list[str]:
+    """``token`` with every Han or kana character its own word (the rule that needs no dictionary).
+
+    >>> _char_split("Linuxの中文")
+    ['Linux', 'の', '中', '文']
+    """
+    out, start = [], 0
+    for m in _HAN_KANA.finditer(token):
+        if m.start() > start:
+            out.append(token[start:m.start()])
+        out.append(m.group())
+        start = m.end()
+    if start < len(token):
+        out.append(token[start:])
+    return out
+
+
+def words(text: str, lang: str | None, *, breaker: str | None = None) -> tuple[str, ...]:
+    """The words and punctuation marks of ``text`` in language ``lang`` (a lid.176 label).
+
+    >>> words("The cat sat.", "en") == english_words("The cat sat.")
+    True
+    >>> len(words("我们今天去北京大学参观。", "zh")) > 3
+    True
+    """
+    ws = english_words(text)
+    if lang not in UNSPACED:
+        return ws
+    breaker = breaker or BREAKER
+    global _LAST
+    last_text, last_lang, last_breaker, last_words = _LAST
+    if text is last_text and lang == last_lang and breaker == last_breaker:
+        return last_words
+    split = _icu_split if breaker == "icu" else _char_split
+    out: list[str] = []
+    for w in ws:
+        if _UNSPACED_CHAR.search(w):
+            out.extend(split(w, lang))
+        else:
+            out.append(w)
+    _LAST = text, lang, breaker, tuple(out)
+    return _LAST[3]
