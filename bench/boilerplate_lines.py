@@ -13,7 +13,8 @@ the three phases of ``lab.stages.boilerplate`` / ``lab.linecount`` run in this p
 - ``signal``: ``signal_partition`` for every partition (the lines seen in >= ``--min-docs`` documents of
   their site joined onto the partition's line records).
 
-MB is the UTF-8 size of the documents' text (navigation rows included). Prints one JSON line.
+MB is the UTF-8 size of the documents' text (navigation rows included). Prints one JSON line (with the
+bytes written under ``boilerplate/``).
 
     .venv/bin/python bench/boilerplate_lines.py --docs bench/out/docs_en.jsonl --partitions 8 --buckets 8
 """
@@ -91,10 +92,12 @@ def main() -> None:
             linecount.signal_partition(tmp, key, args.min_docs)
         t["signal"] = time.process_time() - c0
         boiler = linecount.boilerplate_lines(layout, args.min_docs).num_rows
+        disk = {d: sum(f.stat().st_size for f in (layout.boilerplate / d).glob("*.parquet"))
+                for d in ("counts", "lines", "merged", "signal")}
     total = sum(t.values())
     print(json.dumps({"docs": len(docs), "mb": round(mb, 3), "sites": args.sites, "nav": args.nav,
                       "partitions": args.partitions, "buckets": args.buckets, "min_docs": args.min_docs,
-                      "distinct_site_lines": lines, "boilerplate_lines": boiler,
+                      "distinct_site_lines": lines, "boilerplate_lines": boiler, "disk_bytes": disk,
                       "cpu_s": {k: round(v, 3) for k, v in t.items()}, "cpu_s_total": round(total, 3),
                       "cpu_s_per_mb": {**{k: round(v / mb, 4) for k, v in t.items()}, "total": round(total / mb, 4)},
                       "mb_per_cpu_s": round(mb / total, 2) if total else None}))
