@@ -118,6 +118,13 @@ def test_rules_and_config():
     assert (rule.signal, rule.op, rule.value, rule.drop_reason) == ("bp_line_frac", "<=", 0.4,
                                                                     "boilerplate.boilerplate_lines")
     assert rule.passes({"bp_line_frac": 0.4}) and not rule.passes({"bp_line_frac": 0.41})
+    from lab import knobs
+    from lab.config import PercentileRule
+
+    k = {x.name: x for x in knobs.knobs(Config())}["boilerplate.max_line_frac"]
+    assert k.signal == "bp_line_frac" and k.value == 1.0  # a slider over the corpus-level signal
+    with pytest.raises(ConfigError, match="corpus-level"):  # merged quantiles are annotate-time statistics
+        PercentileRule(stage="boilerplate", signal="bp_line_frac", drop_highest=5)
     with pytest.raises(ConfigError, match="min_docs=1"):
         bp.Config(min_docs=1)
     with pytest.raises(ConfigError, match="max_line_frac"):
@@ -189,8 +196,12 @@ def test_signal_matches_brute_force_and_is_in_the_funnel(pages_run):
                                  )["doc_id"].to_list())
     want = {ids[r["id"]] for r in records if brute_frac(r, counts, source_of(cfg), 3) > 0.05} - earlier
     assert dropped == want and dropped
-    funnel = query.funnel(cfg.run_dir, strict, refresh=True, raw=True).to_dicts()
-    assert any(row.get("stage") == "boilerplate" for row in funnel)
+    funnel = {row["stage"]: row for row in query.funnel(cfg.run_dir, strict, refresh=True, raw=True).to_dicts()}
+    assert funnel["boilerplate"]["docs_dropped"] == len(dropped)
+    mem = query.open_run(cfg.run_dir, in_memory=True, refresh=True)  # the dashboard's table holds the join too
+    assert dict(mem.cursor().execute("SELECT d.record_id, s.bp_line_frac FROM signals s JOIN docs d USING (doc_id)"
+                                     ).fetchall()) == got
+    assert query.drop_reasons(mem, strict).equals(reasons)
 
 
 def test_batch_mode_refuses_a_corpus_level_rule(tmp_path):
