@@ -20,7 +20,9 @@ instead: a line is boilerplate when at least ``min_docs`` documents of the same 
   whole corpus, so annotate stores NULL and ``lab.query.open_run`` joins the values the merge wrote
   (``boilerplate/signal/``). ``bp_lines`` (annotate-time) is the document's count of non-empty lines.
 - **Rule**: ``bp_line_frac <= max_line_frac``; the default 1.0 drops nothing (no rule is made), so the
-  signal is there to look at before a threshold is chosen. A corpus-level rule needs explore mode.
+  signal is there to look at before a threshold is chosen. A corpus-level rule needs explore mode
+  (``lab.steps.prepare`` refuses it in batch: there only the documents no earlier rule dropped reach
+  the collector, so the counts would cover the survivors only).
 - **Removal** (``remove_lines``, off by default): the text rewrite ``remove_boilerplate`` drops those
   lines from a kept document's text before it is tokenized (``lab.linecount.strip_partition``).
 
