@@ -131,6 +131,8 @@ def quarantine(layout: RunLayout, part: Partition, cfg: Config, error: BaseExcep
     layout.make()
     for kind in ("docs", "signals"):
         layout.part(kind, part.key).unlink(missing_ok=True)
+    for f in (layout.line_counts(part.key), layout.line_records(part.key), layout.line_signal(part.key)):
+        f.unlink(missing_ok=True)  # an earlier attempt's boilerplate-line outputs: not counted
     write_parquet(pa.table(rec, schema=REJECTS_SCHEMA), layout.part("rejects", part.key))
     out = {"key": part.key, "docs": 0, "bytes": 0, "rejected": 1, "rejected_bytes": part.size, "stats": {},
            "signals_hash": cfg.signals_hash(), "fingerprint": fp, "quarantined": True, "error": reason}
@@ -194,7 +196,8 @@ def boilerplate_start(layout: RunLayout, parts: list[Partition]) -> list[str]:
             f.unlink()
     (layout.boilerplate / "merged").mkdir(parents=True, exist_ok=True)
     (layout.boilerplate / "signal").mkdir(parents=True, exist_ok=True)
-    return [p.key for p in parts if layout.line_counts(p.key).exists() and layout.line_records(p.key).exists()]
+    return [p.key for p in parts if layout.line_counts(p.key).exists() and layout.line_records(p.key).exists()
+            and layout.part("signals", p.key).exists() and not read_marker(layout.done(p.key)).get("quarantined")]
 
 
 def boilerplate_finish(layout: RunLayout, state: dict, lines: int, seconds: float) -> None:
