@@ -177,6 +177,9 @@ class PercentileRule:
 
         check("stage", self.stage, self.stage in STAGE_NAMES, "one of " + ", ".join(STAGE_NAMES))
         check("signal", self.signal, self.signal in numeric_signals(), "a numeric signal: " + ", ".join(numeric_signals()))
+        corpus = [c for m in STAGES for c in getattr(m, "CORPUS_SIGNALS", ())]
+        check("signal", self.signal, self.signal not in corpus, "a signal annotate computes (the merged quantiles "
+              "are built at annotate time; " + ", ".join(corpus) + " come from a corpus-level merge): use a threshold")
         check("drop_lowest", self.drop_lowest, 0 <= self.drop_lowest < 100, "a percent in [0, 100)")
         check("drop_highest", self.drop_highest, 0 <= self.drop_highest < 100, "a percent in [0, 100)")
         check("drop_lowest", self.drop_lowest, self.drop_lowest > 0 or self.drop_highest > 0,

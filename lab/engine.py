@@ -3,7 +3,8 @@
 A run plans its partitions, starts (or attaches to) a cluster, and runs the steps of ``lab.steps``
 whose inputs changed: one annotate task per incomplete partition, the near-dedup shuffle (one reduce
 task per bucket over every partition's LSH band records, then a tree of spanning-forest merges and
-the clusters on the Jaccard grid, ``lab.neardup``), the tokenizer fit and one tokenize task per
+the clusters on the Jaccard grid, ``lab.neardup``), the boilerplate-line merge over the same buckets
+and its signal (``lab.linecount``), the tokenizer fit and one tokenize task per
 partition, and materialize (one task per tokenized partition, then one per shard). Every step's
 tasks go through ``map_tasks``: submit, a progress bar, retries, results in task order. Then
 ``lab.manifest`` merges the partitions' metrics and statistics partials once into
@@ -417,9 +418,11 @@ def _run(cfg: Config, *, progress: bool, overwrite: bool, client: object | None)
     started = time.time()
     dedup_state = steps.dedup_state(cfg, layout, parts, buckets)
     did = {"annotate": {"partitions_run": len(todo), "partitions_reused": len(parts) - len(todo)},
-           "near_dedup": "reused", "tokenizer": "reused" if cfg.tokenizer.enabled else "disabled",
+           "near_dedup": "reused", "boilerplate": "reused", "tokenizer": "reused" if cfg.tokenizer.enabled else "disabled",
            "tokenize": {"partitions_run": 0}, "materialize": "reused" if cfg.tokenizer.enabled else "disabled"}
-    if (todo or not steps.dedup_complete(layout, dedup_state) or not steps.tokenize_complete(cfg, layout, parts)
+    if (todo or not steps.dedup_complete(layout, dedup_state)
+            or not steps.boilerplate_complete(layout, steps.boilerplate_state(cfg, layout, parts, buckets))
+            or not steps.tokenize_complete(cfg, layout, parts)
             or not steps.tokens_current(cfg, layout)):
         with executor_for(cfg, client) as ex:
             _run_all(ex, cfg, layout, parts, todo, buckets, did, fps, progress=progress)
@@ -434,6 +437,8 @@ def _run_all(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Partition
         _annotate(ex, cfg, layout, todo, buckets, fps, progress=progress)
     if _near_dedup(ex, cfg, layout, parts, buckets, progress=progress):
         did["near_dedup"] = "computed"
+    if _boilerplate(ex, cfg, layout, parts, buckets, progress=progress):
+        did["boilerplate"] = "computed"
     did.update(_tokenize(ex, cfg, layout, parts, progress=progress))
     if _materialize(ex, cfg, layout, progress=progress):
         did["materialize"] = "computed"
@@ -509,6 +514,33 @@ def _near_dedup(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Partit
     return True
 
 
+def _boilerplate(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Partition], buckets: int, *,
+                 progress: bool) -> bool:
+    """The boilerplate-line count tables merged bucket by bucket (the near-dedup shuffle's buckets),
+    then ``bp_line_frac`` per partition (``lab.linecount``), unless what they read is unchanged;
+    whether it ran."""
+    from lab import linecount
+
+    state = steps.boilerplate_state(cfg, layout, parts, buckets)
+    if steps.boilerplate_complete(layout, state):
+        return False
+    keys = steps.boilerplate_start(layout, parts)
+    started = time.time()
+    root = str(layout.root)
+    min_docs = cfg.stages.boilerplate.min_docs
+    run_id = _run_id(layout, cfg.signals_hash(), state["partitions"], str(min_docs))
+    bar = _bar(progress, buckets + len(keys), desc="boilerplate", unit="task")
+    try:
+        rows = map_tasks(ex, linecount.reduce_bucket, {str(b): (root, b, keys) for b in range(buckets)},
+                         prefix=f"lines-reduce-{run_id}", retries=cfg.engine.retries, bar=bar)
+        map_tasks(ex, linecount.signal_partition, {k: (root, k, min_docs) for k in keys},
+                  prefix=f"lines-signal-{run_id}", retries=cfg.engine.retries, bar=bar)
+    finally:
+        bar.close()
+    steps.boilerplate_finish(layout, state, int(sum(rows)), time.time() - started)
+    return True
+
+
 def _tokenize(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Partition], *, progress: bool) -> dict:
     """Fit the run's tokenizer on its stratified sample (once; reused while nothing it depends on
     changes), then count every partition's tokens, one tokenizer per worker. Returns what it did,
@@ -520,11 +552,12 @@ def _tokenize(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Partitio
     did, sha = steps.fit_tokenizer(cfg, layout, parts)
     if sha is None:
         return did
-    keys = steps.tokenize_start(layout, parts, sha)
-    run_id = _run_id(layout, sha)
+    strip = steps.strip_state(cfg, layout, parts)
+    keys = steps.tokenize_start(layout, parts, sha, strip)
+    run_id = _run_id(layout, sha, repr(strip))
     bar = _bar(progress, len(keys), desc="tokenize", unit="part")
     try:
-        map_tasks(ex, tokenize.tokenize_partition, {k: (str(layout.root), k, sha) for k in keys},
+        map_tasks(ex, tokenize.tokenize_partition, {k: (str(layout.root), k, sha, strip) for k in keys},
                   prefix=f"tokenize-{run_id}", retries=cfg.engine.retries, bar=bar)
     finally:
         bar.close()

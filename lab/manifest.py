@@ -87,6 +87,20 @@ def _cpu_seconds(layout: RunLayout, parts: list[Partition]) -> dict[str, float]:
     return cpu
 
 
+def boilerplate_summary(cfg: Config, layout: RunLayout) -> dict:
+    """The merge's record, ``min_docs``, whether boilerplate lines are removed before tokenizing, and what the
+    removal took out (summed over the tokenized partitions)."""
+    bp = cfg.stages.boilerplate
+    removed = {"documents": 0, "chars": 0}
+    if bp.remove_lines:
+        for f in sorted(layout.tokenized_dir.glob("part-*.json")):
+            for k, v in read_json(f).get("boilerplate_removed", {}).items():
+                removed[k] = removed.get(k, 0) + v
+    merge = read_json(layout.boilerplate_done) if layout.boilerplate_done.exists() else {}
+    return {"min_docs": bp.min_docs, "lines": merge.get("lines"), "seconds": merge.get("seconds"),
+            "remove_lines": bp.remove_lines, **({"removed": removed} if bp.remove_lines else {})}
+
+
 def write(cfg: Config, layout: RunLayout, parts: list[Partition], *, steps: dict, seconds: float = 0.0,
           hashes: dict[str, str] | None = None) -> dict:
     """Merge every partition's metrics and statistics partials (in partition order) into ``manifest.json``;
@@ -127,6 +141,8 @@ def write(cfg: Config, layout: RunLayout, parts: list[Partition], *, steps: dict
         "stage_cpu_seconds": {k: round(v, 3) for k, v in sorted(cpu.items())},
         # the LSH shuffle: buckets (reduce tasks), clustered nodes, wall seconds of reduce + clusters
         "near_dedup": read_json(layout.dedup_done) if layout.dedup_done.exists() else {},
+        # the boilerplate-line merge (lines in the count table, wall seconds) and the text rewrite it allows
+        "boilerplate": boilerplate_summary(cfg, layout),
         # the frozen tokenizer: sha256 (later steps refuse another), vocabulary, the sample it was fitted on
         "tokenizer": tokenizer_summary(layout),
         # the frozen models the signals came from: path, kind, classes, sha256 (lab.quality)

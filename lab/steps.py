@@ -7,11 +7,13 @@ A run (``lab.engine.run``) is five steps, each recomputed only when what it depe
    (``partition_complete``); a partition that keeps failing is quarantined (``quarantine``).
 2. **near dedup**: one reduce task per shuffle bucket (``lab.neardup.reduce_bucket``), a tree of
    ``merge_forests``, then ``write_clusters``. Depends on the partitions' done records and the
-   shuffle's shape (``dedup_state``).
+   shuffle's shape (``dedup_state``). Then **boilerplate lines**: one reduce task per bucket of the
+   same shuffle (``lab.linecount.reduce_bucket``) and one signal task per partition
+   (``signal_partition``); depends on the same, and on ``min_docs`` (``boilerplate_state``).
 3. **tokenizer fit**: once, in the driver, on the stratified sample of the kept documents
    (``fit_tokenizer``); frozen while its state (``tokenizer_state``) holds.
-4. **tokenize**: one task per partition not yet counted by the run's tokenizer
-   (``lab.tokenize.tokenize_partition``; ``tokenize_start``).
+4. **tokenize**: one task per partition not yet counted by the run's tokenizer and text rewrite
+   (``lab.tokenize.tokenize_partition``; ``tokenize_start``; ``strip_state``: boilerplate-line removal).
 5. **materialize**: ``lab.materialize`` (scatter tasks, then shard tasks); current while
    ``tokens/`` was written under this config and tokenizer (``tokens_current``).
 
@@ -26,6 +28,7 @@ process) and the outputs do not depend on which. ``lab.manifest`` writes what th
 from __future__ import annotations
 
 import hashlib
+import json
 import sys
 import time
 from pathlib import Path
@@ -55,7 +58,8 @@ def _remove_stale(layout: RunLayout, parts: list[Partition]) -> None:
     """Delete partition files that the current plan does not have (the input shrank or changed shape)."""
     keys = {p.key for p in parts}
     for d in (layout.docs, layout.signals, layout.rejects, layout.stats, layout.dedup / "signatures",
-              layout.dedup / "shingles", layout.dedup / "bands", layout.tokenized_dir):
+              layout.dedup / "shingles", layout.dedup / "bands", layout.tokenized_dir, layout.boilerplate / "counts",
+              layout.boilerplate / "lines", layout.boilerplate / "signal"):
         for f in d.glob("*"):
             name = f.name
             if name.startswith(".tmp-"):
@@ -75,6 +79,10 @@ def prepare(cfg: Config, *, overwrite: bool = False) -> tuple[RunLayout, list[Pa
     if cfg.mode == "batch" and cfg.percentiles:
         raise ConfigError("percentiles need explore mode (a global quantile over every document); export the "
                           "resolved thresholds from an explore run, or set mode: explore")
+    if cfg.mode == "batch" and cfg.stages.boilerplate.enabled and cfg.stages.boilerplate.max_line_frac < 1.0:
+        raise ConfigError("stages.boilerplate.max_line_frac needs explore mode (its signal counts lines over every "
+                          "document of a site, after all partitions are annotated); set mode: explore, or "
+                          "max_line_frac: 1.0 in batch")
     parts = plan(cfg.inputs, cfg.ingest)
     layout = RunLayout(cfg.run_dir)
     if layout.manifest.exists():
@@ -123,6 +131,8 @@ def quarantine(layout: RunLayout, part: Partition, cfg: Config, error: BaseExcep
     layout.make()
     for kind in ("docs", "signals"):
         layout.part(kind, part.key).unlink(missing_ok=True)
+    for f in (layout.line_counts(part.key), layout.line_records(part.key), layout.line_signal(part.key)):
+        f.unlink(missing_ok=True)  # an earlier attempt's boilerplate-line outputs: not counted
     write_parquet(pa.table(rec, schema=REJECTS_SCHEMA), layout.part("rejects", part.key))
     out = {"key": part.key, "docs": 0, "bytes": 0, "rejected": 1, "rejected_bytes": part.size, "stats": {},
            "signals_hash": cfg.signals_hash(), "fingerprint": fp, "quarantined": True, "error": reason}
@@ -163,6 +173,38 @@ def dedup_finish(layout: RunLayout, state: dict, buckets: int, nodes: int, secon
     write_json({"state": state, "buckets": buckets, "nodes": nodes, "seconds": round(seconds, 3)}, layout.dedup_done)
 
 
+# --- boilerplate lines -------------------------------------------------------------------------------
+
+
+def boilerplate_state(cfg: Config, layout: RunLayout, parts: list[Partition], buckets: int) -> dict:
+    """What the merged line counts and the ``bp_line_frac`` signal depend on: the partitions' done
+    markers, the shuffle's shape and ``min_docs``."""
+    return {"partitions": dedup_state(cfg, layout, parts, buckets)["partitions"], "buckets": buckets,
+            **cfg.stages.boilerplate.merge_params()}
+
+
+def boilerplate_complete(layout: RunLayout, state: dict) -> bool:
+    return read_marker(layout.boilerplate_done).get("state") == state
+
+
+def boilerplate_start(layout: RunLayout, parts: list[Partition]) -> list[str]:
+    """Clear an earlier merge's outputs; returns the keys of the partitions with a count table
+    (quarantined partitions have none), which every reduce task reads."""
+    layout.boilerplate_done.unlink(missing_ok=True)
+    for d in ("merged", "signal"):
+        for f in (layout.boilerplate / d).glob("*"):
+            f.unlink()
+    (layout.boilerplate / "merged").mkdir(parents=True, exist_ok=True)
+    (layout.boilerplate / "signal").mkdir(parents=True, exist_ok=True)
+    return [p.key for p in parts if layout.line_counts(p.key).exists() and layout.line_records(p.key).exists()
+            and layout.part("signals", p.key).exists() and not read_marker(layout.done(p.key)).get("quarantined")]
+
+
+def boilerplate_finish(layout: RunLayout, state: dict, lines: int, seconds: float) -> None:
+    """Mark the merge complete for ``state`` (``boilerplate/done.json``)."""
+    write_json({"state": state, "lines": lines, "seconds": round(seconds, 3)}, layout.boilerplate_done)
+
+
 # --- tokenizer fit and tokenize ----------------------------------------------------------------------
 
 
@@ -176,12 +218,23 @@ def tokenizer_state(cfg: Config, layout: RunLayout, parts: list[Partition]) -> d
             "partitions": dedup_state(cfg, layout, parts, n_buckets(cfg, parts))["partitions"]}
 
 
-def tokenize_todo(layout: RunLayout, parts: list[Partition], sha: str) -> list[str]:
-    """Keys of the partitions not yet counted by the tokenizer ``sha``."""
+def strip_state(cfg: Config, layout: RunLayout, parts: list[Partition]) -> dict | None:
+    """What tokenize's text rewrite depends on: None without ``stages.boilerplate.remove_lines``, else
+    ``min_docs`` and the merged line counts (the boilerplate step's state)."""
+    bp = cfg.stages.boilerplate
+    if not bp.remove_lines:
+        return None
+    state = boilerplate_state(cfg, layout, parts, n_buckets(cfg, parts))
+    h = hashlib.blake2b(json.dumps(state, sort_keys=True).encode(), digest_size=8).hexdigest()
+    return {"min_docs": bp.min_docs, "merge": h}
+
+
+def tokenize_todo(layout: RunLayout, parts: list[Partition], sha: str, strip: dict | None = None) -> list[str]:
+    """Keys of the partitions not yet counted by the tokenizer ``sha`` with the text rewrite ``strip``."""
     keys = []
     for p in parts:
-        done = layout.tokenized_done(p.key)
-        if layout.part("docs", p.key).exists() and read_marker(done).get("sha256") != sha:
+        done = read_marker(layout.tokenized_done(p.key))
+        if layout.part("docs", p.key).exists() and (done.get("sha256") != sha or done.get("strip") != strip):
             keys.append(p.key)
     return keys
 
@@ -190,7 +243,8 @@ def tokenize_complete(cfg: Config, layout: RunLayout, parts: list[Partition]) ->
     if not cfg.tokenizer.enabled:
         return True
     fit = read_marker(layout.tokenizer_fit)
-    return fit.get("state") == tokenizer_state(cfg, layout, parts) and not tokenize_todo(layout, parts, fit["sha256"])
+    return fit.get("state") == tokenizer_state(cfg, layout, parts) and not tokenize_todo(
+        layout, parts, fit["sha256"], strip_state(cfg, layout, parts))
 
 
 def fit_tokenizer(cfg: Config, layout: RunLayout, parts: list[Partition]) -> tuple[dict, str | None]:
@@ -221,10 +275,10 @@ def fit_tokenizer(cfg: Config, layout: RunLayout, parts: list[Partition]) -> tup
     return {"tokenizer": "fitted"}, sha
 
 
-def tokenize_start(layout: RunLayout, parts: list[Partition], sha: str) -> list[str]:
-    """The partitions to count with the tokenizer ``sha`` (``lab.tokenize.tokenize_partition`` each)."""
+def tokenize_start(layout: RunLayout, parts: list[Partition], sha: str, strip: dict | None = None) -> list[str]:
+    """The partitions to count with the tokenizer ``sha`` and the rewrite ``strip`` (``lab.tokenize.tokenize_partition`` each)."""
     layout.tokenized_dir.mkdir(parents=True, exist_ok=True)
-    return tokenize_todo(layout, parts, sha)
+    return tokenize_todo(layout, parts, sha, strip)
 
 
 # --- materialize -------------------------------------------------------------------------------------

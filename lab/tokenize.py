@@ -170,13 +170,28 @@ def continued_words_from_offsets(text: str, offsets: list[tuple[int, int]]) -> i
 
 
 
-def tokenize_partition(run_dir: str | Path, key: str, sha256: str) -> dict:
-    """Encode one partition's stored text with the frozen tokenizer; writes ``tokenized/part-KEY.parquet``."""
+def tokenize_partition(run_dir: str | Path, key: str, sha256: str, strip: dict | None = None) -> dict:
+    """Encode one partition's stored text with the frozen tokenizer; writes ``tokenized/part-KEY.parquet``.
+
+    ``strip`` (``lab.steps.strip_state``; None: the text as stored): remove each document's boilerplate
+    lines first (``stages.boilerplate.remove_lines``: the lines seen in >= ``strip["min_docs"]`` documents
+    of its site), the one text rewrite besides the PII scrub; what it removed is recorded in the
+    partition's ``tokenized/part-KEY.json``."""
     layout = RunLayout(Path(run_dir))
     tok = load(layout, sha256)
     docs = pq.read_table(layout.part("docs", key), columns=["doc_id", "text"])
     docs = docs.filter(docs.column("text").is_valid())  # batch mode: the documents it dropped have no text
     texts = docs.column("text").to_pylist()
+    removed: dict = {}
+    if strip is not None:
+        from lab import linecount
+
+        ids_ = docs.column("doc_id").to_pylist()
+        stripped = linecount.strip_texts(ids_, texts, linecount.partition_sites(layout, key),
+                                         linecount.boiler_hashes(layout, strip["min_docs"]))
+        changed = [(a, b) for a, b in zip(texts, stripped) if a != b]
+        removed = {"documents": len(changed), "chars": sum(len(a) - len(b) for a, b in changed)}
+        texts = stripped
     ids, continued = encode(tok, texts)
     table = pa.table({"doc_id": docs.column("doc_id"), "n_tokens": np.array([a.size for a in ids], dtype=np.int32),
                       "words": np.array([count_words(t) for t in texts], dtype=np.int32),
@@ -184,5 +199,7 @@ def tokenize_partition(run_dir: str | Path, key: str, sha256: str) -> dict:
                       "ids": pa.array(ids, type=pa.list_(pa.uint32()))}, schema=TOKENIZED_SCHEMA)
     write_parquet(table, layout.tokenized(key))
     write_json({"key": key, "sha256": sha256, "documents": table.num_rows,
-                "tokens": int(table.column("n_tokens").to_numpy().sum())}, layout.tokenized_done(key))
+                "tokens": int(table.column("n_tokens").to_numpy().sum()),
+                **({"strip": strip, "boilerplate_removed": removed} if strip is not None else {})},
+               layout.tokenized_done(key))
     return {"key": key, "documents": table.num_rows}

@@ -259,7 +259,8 @@ def test_stage_precision_by_hand(run, by_stage):
     assert sp["stage"].to_list() == [*STAGE_NAMES, "kept"]
     assert dict(zip(sp["stage"], sp["dropped_docs"])) == {
         "url": 0, "extract": 5, "language": 30, "gopher_quality": 20, "gopher_repetition": 20, "c4": 20, "fineweb": 20,
-        "decontamination": 0, "quality_model": 0, "exact_dedup": 30, "near_dedup": 20, "pii": 0, "kept": 296}
+        "boilerplate": 0, "decontamination": 0, "quality_model": 0, "exact_dedup": 30, "near_dedup": 20, "pii": 0,
+        "kept": 296}
     rows = {r["stage"]: r for r in sp.iter_rows(named=True)}
     g = rows["gopher_quality"]
     assert (g["labelled"], g["labelled_bad"], g["labelled_good"], g["precision"]) == (4, 3, 1, 0.75)

@@ -255,8 +255,8 @@ def test_incremental_reruns_recompute_only_what_changed(runs, tmp_path):
 
     m = rerun(stages={**base["stages"], "gopher_quality": {**base["stages"]["gopher_quality"], "min_words": 400}})
     assert m["last_run"]["steps"] == {"annotate": {"partitions_run": 0, "partitions_reused": len(m["partitions"])},
-                                      "near_dedup": "reused", "tokenizer": "reused", "tokenize": {"partitions_run": 0},
-                                      "materialize": "computed"}
+                                      "near_dedup": "reused", "boilerplate": "reused", "tokenizer": "reused",
+                                      "tokenize": {"partitions_run": 0}, "materialize": "computed"}
     assert _mtimes(root, "signals", "docs", "dedup") == signals
     assert read_json(RunLayout(root).tokenizer_fit)["sha256"] == sha
     assert read_json(RunLayout(root).packing_stats)["splits"]["train"]["documents"] < kept_before
@@ -276,6 +276,13 @@ def test_incremental_reruns_recompute_only_what_changed(runs, tmp_path):
     assert read_json(RunLayout(root).tokenizer_fit)["state"]["tokenizer"]["vocab_size"] == 2000
 
     assert rerun(tokenizer={"vocab_size": 2000})["last_run"]["steps"]["materialize"] == "reused"
+
+    # boilerplate min_docs: the merge and its signal only (no annotate, no recount without remove_lines)
+    m = rerun(tokenizer={"vocab_size": 2000}, stages={**base["stages"], "boilerplate": {"min_docs": 2}})
+    steps = m["last_run"]["steps"]
+    assert steps["boilerplate"] == "computed" and steps["near_dedup"] == "reused"
+    assert steps["annotate"]["partitions_run"] == 0 and steps["tokenize"] == {"partitions_run": 0}
+    assert m["boilerplate"]["min_docs"] == 2 and m["boilerplate"]["remove_lines"] is False
 
 
 def test_the_tokenizer_is_never_fitted_on_validation_documents(runs):

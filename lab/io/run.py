@@ -90,6 +90,32 @@ class RunLayout:
     def dedup_done(self) -> Path:
         return self.dedup / "done.json"
 
+    # --- boilerplate lines (lab.linecount): per-partition count tables, merged buckets, the signal
+
+    @property
+    def boilerplate(self) -> Path:
+        return self.root / "boilerplate"
+
+    def line_counts(self, key: str) -> Path:
+        """One partition's count table (site, line_hash, docs): one row group per shuffle bucket."""
+        return self.boilerplate / "counts" / f"part-{key}.parquet"
+
+    def line_records(self, key: str) -> Path:
+        """Every non-empty line of the partition's documents: (doc_id, site, line_hash, chars)."""
+        return self.boilerplate / "lines" / f"part-{key}.parquet"
+
+    def merged_counts(self, bucket: int) -> Path:
+        """The corpus-level count table of one shuffle bucket: (site, line_hash, docs) over all partitions."""
+        return self.boilerplate / "merged" / f"bucket-{bucket:05d}.parquet"
+
+    def line_signal(self, key: str) -> Path:
+        """The corpus-level signal of one partition's documents: (doc_id, bp_line_frac)."""
+        return self.boilerplate / "signal" / f"part-{key}.parquet"
+
+    @property
+    def boilerplate_done(self) -> Path:
+        return self.boilerplate / "done.json"
+
     @property
     def models(self) -> Path:  # classifiers trained from the run (lab.quality_train), kept across reruns
         return self.root / "models"
@@ -142,12 +168,14 @@ class RunLayout:
     def partition_files(self, key: str) -> list[Path]:
         """Every file a partition task writes (stale ones are removed when the plan changes)."""
         return [self.part("docs", key), self.part("signals", key), self.part("rejects", key), self.done(key),
-                self.timing(key), self.signatures(key), *self.shingles(key), self.bands(key)]
+                self.timing(key), self.signatures(key), *self.shingles(key), self.bands(key),
+                self.line_counts(key), self.line_records(key), self.line_signal(key)]
 
     def glob(self, kind: str) -> str:
         return str(getattr(self, kind) / "part-*.parquet")
 
     def make(self) -> None:
         for d in (self.docs, self.signals, self.rejects, self.stats, self.dedup / "signatures", self.dedup / "shingles",
-                  self.dedup / "bands", self.dedup / "edges", self.dedup / "exact"):
+                  self.dedup / "bands", self.dedup / "edges", self.dedup / "exact", self.boilerplate / "counts",
+                  self.boilerplate / "lines", self.boilerplate / "merged", self.boilerplate / "signal"):
             d.mkdir(parents=True, exist_ok=True)

@@ -45,6 +45,20 @@ EDGE_SCHEMA = pa.schema([("u", pa.int64()), ("v", pa.int64()), ("u_doc", pa.int6
 # --- map -----------------------------------------------------------------------------------------
 
 
+def bucket_of(keys: np.ndarray, salt: np.ndarray | int, n_buckets: int) -> np.ndarray:
+    """The shuffle bucket (0..n_buckets-1, int64) of each uint64 key, mixed with a salt (the band);
+    every shuffle of a run (LSH bands, exact hashes, boilerplate lines) uses this one layout.
+
+    >>> bucket_of(np.array([1, 2, 3], dtype=np.uint64), 0, 4).tolist()
+    [2, 1, 3]
+    """
+    salt = np.asarray(salt, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        mixed = (keys.astype(np.uint64) ^ (salt * np.uint64(0x9E3779B97F4A7C15))) * np.uint64(0xBF58476D1CE4E5B9)
+    return ((mixed >> np.uint64(33)) % np.uint64(n_buckets)).astype(np.int64)
+
+
+
 def band_groups(signatures: np.ndarray, has_signature: np.ndarray, nodes: np.ndarray, has_node: np.ndarray,
                 doc_ids: np.ndarray, cfg: Config, n_buckets: int) -> dict[int, pa.Table]:
     """bucket -> shuffle records of one partition: per node with a signature, one record per band
@@ -62,9 +76,7 @@ def band_groups(signatures: np.ndarray, has_signature: np.ndarray, nodes: np.nda
     band = np.concatenate([np.tile(np.arange(cfg.bands, dtype=np.uint8), rows.size),
                            np.full(exact.size, EXACT, dtype=np.uint8)])
     flat = np.concatenate([bh.reshape(-1), nodes[exact].view(np.uint64)])
-    with np.errstate(over="ignore"):
-        mixed = (flat ^ (band.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15))) * np.uint64(0xBF58476D1CE4E5B9)
-    bucket = ((mixed >> np.uint64(33)) % np.uint64(n_buckets)).astype(np.int64)
+    bucket = bucket_of(flat, band.astype(np.uint64), n_buckets)
     table = pa.table({"band": band, "band_hash": flat,
                       "node": np.concatenate([np.repeat(nodes[rows], cfg.bands), nodes[exact]]),
                       "doc_id": np.concatenate([np.repeat(doc_ids[rows], cfg.bands), doc_ids[exact]]),

@@ -1,7 +1,8 @@
 """run: an opened run (``Run``): one DuckDB connection per process and run, and the views queries read.
 
 ``open_run`` makes the views every query of the package reads: ``signals`` (one row per document,
-with ``n_tokens`` once the run has token counts), ``docs`` (the texts), ``rejects`` (records that
+with ``n_tokens`` once the run has token counts, and the corpus-level ``bp_line_frac`` once the
+boilerplate-line merge wrote it), ``docs`` (the texts), ``rejects`` (records that
 could not be read), the near-dedup candidate ``edges``, ``exact_groups``, the ``clusters``
 precomputed on the grid, and ``nd_docs``/``nd_docs_all`` (the documents near dedup can touch).
 
@@ -131,6 +132,11 @@ def open_run(run: str | Path | Run, *, in_memory: bool = False, refresh: bool = 
             return _runs[key]
         con = duckdb.connect()
         sig = f"read_parquet({_q(layout.glob('signals'))})"
+        # corpus-level signals, written after the merge (NULL in signals/)
+        if layout.boilerplate_done.exists() and any(layout.boilerplate.glob("signal/part-*.parquet")):
+            bp = f"read_parquet({_q(str(layout.boilerplate / 'signal' / 'part-*.parquet'))})"
+            sig = (f"(SELECT s.* REPLACE (b.bp_line_frac AS bp_line_frac) FROM {sig} s "
+                   f"LEFT JOIN (SELECT doc_id, bp_line_frac FROM {bp}) b USING (doc_id))")
         if any(layout.tokenized_dir.glob("part-*.parquet")):  # token counts: the funnel counts tokens too
             tok = f"read_parquet({_q(str(layout.tokenized_dir / 'part-*.parquet'))})"
             sig = f"(SELECT s.*, t.n_tokens FROM {sig} s LEFT JOIN (SELECT doc_id, n_tokens FROM {tok}) t USING (doc_id))"

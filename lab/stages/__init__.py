@@ -48,6 +48,7 @@ REGISTRY: tuple[str, ...] = (
     "gopher_repetition",
     "c4",
     "fineweb",
+    "boilerplate",
     "decontamination",
     "quality_model",
     "exact_dedup",
