@@ -43,7 +43,7 @@ RETRIES = 2
 THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
               "RAYON_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
 # files whose bytes depend on how and where a run ran, compared field by field in ``assert_same_run``
-VOLATILE = ("config.yaml", "manifest.json", "dedup/done.json", "tokenizer/fit.json")
+VOLATILE = ("config.yaml", "manifest.json", "dedup/done.json", "boilerplate/done.json", "tokenizer/fit.json")
 
 
 def config_yaml(src: Path) -> str:
@@ -141,12 +141,13 @@ def assert_same_run(run: Path, ref: Path) -> None:
     assert files == expected
     same = [f for f in files if deterministic(f)]
     for must in ("docs/", "signals/", "rejects/", "stats/part-", "stats/merged.json", "dedup/signatures/",
-                 "dedup/bands/", "dedup/edges/", "dedup/clusters.parquet", "tokenizer/tokenizer.json", "tokenized/",
+                 "dedup/bands/", "dedup/edges/", "dedup/clusters.parquet", "boilerplate/merged/", "boilerplate/signal/",
+                 "tokenizer/tokenizer.json", "tokenized/",
                  "tokens/train/", "tokens/val/", "stats/packing.json"):
         assert any(f.startswith(must) for f in same), must
     differ = [f for f in same if (run / f).read_bytes() != (ref / f).read_bytes()]
     assert not differ, f"{len(differ)} of {len(same)} files differ from {ref}: {differ[:10]}"
-    for f in ("dedup/done.json", "tokenizer/fit.json"):
+    for f in ("dedup/done.json", "boilerplate/done.json", "tokenizer/fit.json"):
         assert _without(read_json(run / f), {"seconds"}) == _without(read_json(ref / f), {"seconds"}), f
     assert comparable_manifest(run) == comparable_manifest(ref)
 

@@ -169,7 +169,7 @@ class RunLayout:
         """Every file a partition task writes (stale ones are removed when the plan changes)."""
         return [self.part("docs", key), self.part("signals", key), self.part("rejects", key), self.done(key),
                 self.timing(key), self.signatures(key), *self.shingles(key), self.bands(key),
-                self.line_counts(key), self.line_records(key), self.line_signal(key)]
+                self.line_counts(key), self.line_records(key)]  # (line_signal: the boilerplate step's, after annotate)
 
     def glob(self, kind: str) -> str:
         return str(getattr(self, kind) / "part-*.parquet")
