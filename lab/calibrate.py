@@ -12,10 +12,11 @@ the calibrated rules together (the rules' relative strictness stays the referenc
 
 Each value is snapped to its knob's step (what the dashboard's slider shows) and checked by the
 stage's config. A rule is calibrated for a language only where its share ``p`` means at least one of
-that language's documents on each side (``p * n >= 1`` and ``(1 - p) * n >= 1``): below that, the
-quantile is the extreme of the sample (a maximum of 0 where no document has any), and the base
-threshold stays; it also stays where it already cuts the language at that share (within one document:
-a threshold anywhere in a gap between two documents' values cuts the same). Languages with fewer than ``min_docs`` documents keep the base thresholds (a quantile
+that language's documents on each side (``p * n >= 1`` and ``(1 - p) * n >= 1``): below that, a
+quantile would be the extreme of the sample (a maximum of 0 where no document has any), so the base
+threshold stays if it too cuts less than one of them, and otherwise the threshold goes to the sample's
+extreme (it then cuts none: the reference cuts next to none). The base also stays where it already cuts
+the language at the share (within one document: anywhere in a gap between two values cuts the same). Languages with fewer than ``min_docs`` documents keep the base thresholds (a quantile
 of a handful of documents is noise); they are listed as skipped. The result is the base config with
 ``stages.<stage>.by_lang`` overrides (``config_text``): ``corpus-lab funnel RUN --config FILE --by
 lang`` shows each language's retention under it, and ``corpus-lab run --config FILE`` applies it.
@@ -107,12 +108,19 @@ def _rules_at(ts: Sequence[Threshold], values: Sequence[Any]) -> list[Rule]:
     return [dataclasses.replace(t.rule, value=v) for t, v in zip(ts, values)]
 
 
-def _value(t: Threshold, grid: np.ndarray, p: float, n: int) -> Any:
-    """``value_at``, or the base threshold where ``p`` expects no document of the ``n`` on one side."""
-    return t.knob.value if p * n < 1 or (1 - p) * n < 1 else value_at(t, grid, p)
+def _value(t: Threshold, grid: np.ndarray, p: float, n: int, base_fail: float) -> Any:
+    """``value_at``; where ``p`` expects less than one of the ``n`` documents on one side, no quantile is
+    placed: the base threshold if it too fails less than one of them (``base_fail``: its share), else the
+    sample's extreme on that side (fails none, or all)."""
+    if p * n < 1:
+        return t.knob.value if base_fail * n < 1 else value_at(t, grid, 0.0)
+    if (1 - p) * n < 1:
+        return t.knob.value if (1 - base_fail) * n < 1 else value_at(t, grid, 1.0)
+    return value_at(t, grid, p)
 
 
-def _scale_for(run, ts: Sequence[Threshold], grids: dict[str, np.ndarray], lang: str, n: int, target: float) -> float:
+def _scale_for(run, ts: Sequence[Threshold], grids: dict[str, np.ndarray], lang: str, n: int, target: float,
+               base_fails: Sequence[float]) -> float:
     """The factor on every rule's reference share at which ``lang`` keeps ``target`` of its documents."""
     top = max((t.ref_fail for t in ts), default=0.0)
     if top <= 0.0:
@@ -120,8 +128,8 @@ def _scale_for(run, ts: Sequence[Threshold], grids: dict[str, np.ndarray], lang:
     lo, hi = 0.0, 1.0 / top
 
     def keeps(s: float) -> float:
-        return query.keep_share(run, _rules_at(ts, [_value(t, grids[t.rule.signal], min(1.0, t.ref_fail * s), n)
-                                                      for t in ts]), lang)
+        values = [_value(t, grids[t.rule.signal], min(1.0, t.ref_fail * s), n, b) for t, b in zip(ts, base_fails)]
+        return query.keep_share(run, _rules_at(ts, values), lang)
 
     if keeps(lo) <= target:
         return lo
@@ -162,14 +170,15 @@ def calibrate(run: str | Path, cfg: Config, *, reference: str = "en", retention:
     for lang in langs:
         grids = {sig: g[lang] for sig, g in grids_by_signal.items() if lang in g}
         usable = [t for t in ts if t.rule.signal in grids]
-        scale = 1.0 if retention is None else _scale_for(run, usable, grids, lang, counts[lang], retention)
-        for t in usable:
+        n = counts[lang]
+        base_fails = query.fail_shares(run, [t.rule for t in usable], lang)
+        scale = 1.0 if retention is None else _scale_for(run, usable, grids, lang, n, retention, base_fails)
+        for t, base_fail in zip(usable, base_fails):
             p = min(1.0, t.ref_fail * scale)
-            n = counts[lang]
-            if abs(query.fail_shares(run, [t.rule], lang)[0] - p) <= 1 / n:
+            if abs(base_fail - p) <= 1 / n:
                 v = t.knob.value  # the base threshold already cuts the language at that share (within a document)
             else:
-                v = _value(t, grids[t.rule.signal], p, n)  # (the base too where the quantile would be an extreme)
+                v = _value(t, grids[t.rule.signal], p, n, base_fail)
             try:  # the stage's own checks (ranges, order of a minimum and a maximum)
                 dataclasses.replace(cfg.stage(t.knob.stage), **{t.knob.key: v})
             except ConfigError as e:

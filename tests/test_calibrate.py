@@ -14,6 +14,7 @@ from lab.config import load
 from lab.errors import ConfigError
 from lab.io.run import RunLayout
 from lab.io.schema import DOCS_SCHEMA, REJECTS_SCHEMA
+from lab.rules import Rule
 
 SCALE = 1.2  # a language whose documents repeat word 4-grams more than the reference's
 STAGE, SIGNAL, KNOB, OP = "gopher_repetition", "gr_top_4gram_char_frac", "max_top_4gram_char_frac", "<="
@@ -118,3 +119,15 @@ def test_the_calibrated_config_loads_and_cuts_the_language_where_the_reference_i
     assert fails(cfg, "xx") > fails(cfg, "en") + 1 / n
     assert abs(fails(tuned, "xx") - fails(cfg, "en")) <= 1 / n
     assert fails(tuned, "en") == fails(cfg, "en")
+
+
+def test_a_share_below_one_document_keeps_the_base_only_where_it_cuts_none():
+    from lab import knobs
+
+    k = knobs.Knob("s", "max_x", "number", 0.5, "x", step=0.01)
+    t = calibrate.Threshold(k, Rule("s", "x", "<=", 0.5, "many"), 0.001)
+    grid = np.linspace(0.0, 0.8, query.GRID_POINTS)
+    # 100 documents: a share of 0.001 expects none past the threshold
+    assert calibrate._value(t, grid, 0.001, 100, base_fail=0.0) == 0.5  # the base cuts none: it stays
+    assert calibrate._value(t, grid, 0.001, 100, base_fail=0.3) == 0.8  # it cuts 30%: the sample's maximum
+    assert calibrate._value(t, grid, 0.25, 100, base_fail=0.3) == 0.6  # a share to place: its quantile
