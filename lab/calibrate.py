@@ -173,6 +173,7 @@ def calibrate(run: str | Path, cfg: Config, *, reference: str = "en", retention:
         n = counts[lang]
         base_fails = query.fail_shares(run, [t.rule for t in usable], lang)
         scale = 1.0 if retention is None else _scale_for(run, usable, grids, lang, n, retention, base_fails)
+        chosen: list[tuple[Threshold, Any]] = []
         for t, base_fail in zip(usable, base_fails):
             p = min(1.0, t.ref_fail * scale)
             if abs(base_fail - p) <= 1 / n:
@@ -186,9 +187,10 @@ def calibrate(run: str | Path, cfg: Config, *, reference: str = "en", retention:
                 continue
             if v != t.knob.value:
                 cal.overrides.setdefault(t.knob.stage, {}).setdefault(lang, {})[t.knob.key] = v
-            rows.append({"lang": lang, "documents": n, "knob": f"{t.knob.stage}.{t.knob.key}",
-                         "reference_value": t.knob.value, "reference_fails": t.ref_fail, "value": v,
-                         "fails": query.fail_shares(run, _rules_at([t], [v]), lang)[0]})
+            chosen.append((t, v))
+        fails = query.fail_shares(run, _rules_at([t for t, _ in chosen], [v for _, v in chosen]), lang)  # one query
+        rows += [{"lang": lang, "documents": n, "knob": f"{t.knob.stage}.{t.knob.key}", "reference_value": t.knob.value,
+                  "reference_fails": t.ref_fail, "value": v, "fails": f} for (t, v), f in zip(chosen, fails)]
     cal.report = pl.DataFrame(rows, schema={"lang": pl.Utf8, "documents": pl.Int64, "knob": pl.Utf8,
                                             "reference_value": pl.Float64, "reference_fails": pl.Float64,
                                             "value": pl.Float64, "fails": pl.Float64}, strict=False)
