@@ -36,7 +36,7 @@ CSS = """
 class Dashboard:
     """One session's page: the store, the tabs, and the link between the selection and the URL."""
 
-    def __init__(self, run_dir: str | Path, *, link: str = "", user: str = "") -> None:
+    def __init__(self, run_dir: str | Path, *, link: str = "", user: str = "", config: str | Path | None = None) -> None:
         self.sel = Selection(run_dir, user=user or "")
         self.link_error = ""
         if link:
@@ -44,6 +44,11 @@ class Dashboard:
                 self.sel.restore(link)
             except LabError as e:
                 self.link_error = f"The link's state could not be restored: {e}"
+        elif config is not None:  # a fresh page starts at the config's thresholds (a link holds its own)
+            try:
+                self.sel.load_config(config)
+            except LabError as e:
+                self.link_error = f"The config {config} could not be loaded: {e}"
         dispatch = Dispatch()
         self.tabs = None
         self.dedup = DedupTab(self.sel, dispatch, self._when_shown("Dedup clusters"))
@@ -85,22 +90,28 @@ class Dashboard:
     def _to_url(self, _=None) -> None:
         loc = pn.state.location
         if loc is not None:
-            loc.search = ("?" + self.sel.url()) if self.sel.moved else ""
+            url = self.sel.url()
+            loc.search = ("?" + url) if url else ""
 
 
-def create(run_dir: str | Path) -> pn.viewable.Viewable:
-    """One session's dashboard for a run directory (the state of the page's URL restored)."""
+def create(run_dir: str | Path, config: str | Path | None = None) -> pn.viewable.Viewable:
+    """One session's dashboard for a run directory (the state of the page's URL restored; without one, the
+    thresholds of ``config`` when given: a calibrated config, ``corpus-lab calibrate``)."""
     # the grid's scripts load with the page: no grid is on the first tab, and the tabs behind it render later
     pn.extension("tabulator")
     loc = pn.state.location
     link = loc.search.lstrip("?") if loc is not None and loc.search else ""
-    return Dashboard(run_dir, link=link, user=pn.state.user or "").view
+    return Dashboard(run_dir, link=link, user=pn.state.user or "", config=config).view
 
 
 def serve(run_dir: str | Path, *, address: str = "127.0.0.1", port: int = 5006, basic_auth: str | None = None,
-          show: bool = False, threaded: bool = False):
-    """Serve the dashboard (Panel/Bokeh server); ``basic_auth``: a password, or a JSON file of users."""
+          show: bool = False, threaded: bool = False, config: str | Path | None = None):
+    """Serve the dashboard (Panel/Bokeh server); ``basic_auth``: a password, or a JSON file of users;
+    ``config``: pages open at its thresholds (checked now: a config that is not thresholds of this run
+    is refused before serving)."""
     query.open_run(run_dir, in_memory=True)  # load once, before the first session
+    if config is not None:
+        Selection(run_dir).load_config(config)  # a ConfigError names what is wrong, before the server starts
     # what is loaded now lives as long as the server (the modules, the run): out of the collector's reach,
     # so a full collection scans only the sessions' objects (~35 instead of ~135 ms with one session open:
     # a pause that otherwise lands in the middle of a slider's answer)
@@ -108,7 +119,7 @@ def serve(run_dir: str | Path, *, address: str = "127.0.0.1", port: int = 5006, 
     gc.freeze()
     collect_when_idle()  # and the sessions' garbage is collected between answers, not during one
     kwargs = {"basic_auth": basic_auth, "cookie_secret": _cookie_secret()} if basic_auth else {}
-    return pn.serve({"/": lambda: create(run_dir)}, address=address, port=port, show=show, threaded=threaded,
+    return pn.serve({"/": lambda: create(run_dir, config)}, address=address, port=port, show=show, threaded=threaded,
                     title="corpus-lab", websocket_origin=[f"{address}:{port}", f"localhost:{port}"], **kwargs)
 
 

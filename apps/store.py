@@ -24,12 +24,14 @@ import param
 import polars as pl
 
 from lab import knobs, labels, neardup, plan, query
-from lab.config import Config, dumps, load
+from lab.config import Config, dumps, load, to_dict
 from lab.errors import ConfigError
 from lab.stages import STAGE_NAMES, near_dedup
 
 UNITS = ("docs", "bytes", "tokens")
 SPLITS = ("(none)", "lang", "source")
+ALL_LANGUAGES = "(all)"
+LANG_PARAM = "lang"  # the link's parameter naming the chosen language
 GRID = near_dedup.GRID
 
 
@@ -68,6 +70,7 @@ class FunnelView:
     retention: dict[str, float]  # unit -> share kept over all stages (whole run)
     curve: dict[str, list]  # the chart's columns (``curve``), whole run
     kept: dict[str, int]  # unit -> amount kept (whole run)
+    lang: str | None = None  # the language whose documents these are (None: every language)
 
 
 class Selection(param.Parameterized):
@@ -78,36 +81,79 @@ class Selection(param.Parameterized):
     changed = param.List(default=[], doc="the knob names the last change moved")
     unit = param.Selector(objects=list(UNITS), default="docs", doc="the unit histograms and changes are read in")
     by = param.Selector(objects=list(SPLITS), default="(none)", doc="split the funnel table by language or source")
+    lang = param.Selector(objects=[ALL_LANGUAGES], default=ALL_LANGUAGES,
+                          doc="one language's thresholds, funnel and histograms (its documents only), or every language's")
     user = param.String(default="", doc="who labels (from --basic-auth, or typed in)")
     labels_changed = param.Event(doc="a label was stored (the precision table follows)")
 
     def __init__(self, run_dir: str | Path, **params: Any) -> None:
+        lang = params.pop("lang", ALL_LANGUAGES)
         super().__init__(**params)
         self.run_dir = Path(run_dir)
         self.run = query.open_run(self.run_dir, in_memory=True)
         self.base: Config = load(self.run_dir / "config.yaml")
         self._configs: dict[tuple, Config] = {}
+        self.languages: list[tuple[str, int]] = query.languages(self.run)  # (code, documents), most first
+        self.param.lang.objects = [ALL_LANGUAGES, *(code for code, _ in self.languages)]
+        self.lang = lang
 
     # --- inputs -----------------------------------------------------------------------------------
 
-    def knobs(self) -> list[knobs.Knob]:
-        langs = tuple(lang for lang, _ in query.languages(self.run))
-        return knobs.knobs(self.config, query.signal_ranges(self.run), langs)
+    @property
+    def language(self) -> str | None:
+        """The language chosen (None: every language)."""
+        return None if self.lang == ALL_LANGUAGES else self.lang
+
+    def knobs(self, lang: str | None = None) -> list[knobs.Knob]:
+        """The knobs of the selection; the thresholds that may differ by language are ``lang``'s (default:
+        the chosen language's) — named ``stage.key@lang`` (``lab.knobs``)."""
+        langs = tuple(code for code, _ in self.languages)
+        return knobs.knobs(self.config, query.signal_ranges(self.run), langs,
+                           lang=self.language if lang is None else lang)
+
+    def values(self) -> dict[str, Any]:
+        """Every knob's value in the selection, the chosen language's thresholds included (``lab.knobs.values``)."""
+        return knobs.values(self.config, lang=self.language)
+
+    def load_config(self, cfg: Config | str | Path) -> None:
+        """Start from another config's thresholds (a calibrated config, ``corpus-lab calibrate``): its knobs,
+        per-language ones included, become the moved ones. A config whose stages differ from the run's in
+        more than thresholds (signature parameters, word lists) is refused: its signals would need a run."""
+        if not isinstance(cfg, Config):
+            cfg = load(cfg)
+        moved = {c.name: c.after for c in knobs.diff(self.base, cfg)}
+        got = self._config_of(moved)
+        mine, theirs = to_dict(got)["stages"], to_dict(cfg)["stages"]
+        other = _differences(mine, theirs, "stages")
+        if other:
+            raise ConfigError(f"the config differs from the run's in more than thresholds: {', '.join(other[:6])}"
+                              f"{' ...' if len(other) > 6 else ''}; those change the signals: run it "
+                              "(corpus-lab run --config FILE) and serve that run, or set them as the run's")
+        self._commit(moved)
 
     def set(self, name: str, value: Any) -> None:
         """Move one knob (validated: a bad value raises ConfigError and changes nothing)."""
         self.update({name: value})
 
     def update(self, values: dict[str, Any]) -> None:
-        """Move several knobs as one change (validated together: all or nothing)."""
+        """Move several knobs as one change (validated together: all or nothing). A knob set back to the
+        run's value is no longer moved (a language's threshold: to the run's value for that language)."""
         moved = dict(self.moved)
-        base = knobs.values(self.base)
         for name, value in values.items():
-            value = tuple(value) if isinstance(value, list) else value
-            if name in base and _same(base[name], value):
-                moved.pop(name, None)  # back at the run's value: not a move
-            else:
-                moved[name] = value
+            moved[name] = tuple(value) if isinstance(value, list) else value
+        at_run = knobs.values(self.base)
+        for name in values:  # back at the run's value: not a move
+            stage_key, lang = knobs.split_name(name)
+            if lang is None or name in at_run:
+                back = _same(knobs.value_of(self.base, name), moved[name])
+            else:  # a language the run has no override for follows the stage's value while that is not moved
+                back = stage_key not in moved and _same(at_run[stage_key], moved[name])
+            if back:
+                moved.pop(name)
+        self._commit(moved)
+
+    def _commit(self, moved: dict[str, Any]) -> None:
+        """Make ``moved`` the selection (validated first: a ConfigError changes nothing)."""
         self._config_of(moved)  # raises ConfigError before anything changes
         if moved == self.moved:
             return
@@ -117,17 +163,23 @@ class Selection(param.Parameterized):
             self.moved = moved
 
     def reset(self, stage: str | None = None) -> None:
-        """Every knob back to the run's config, or only ``stage``'s."""
+        """Every knob back to the run's config, or only ``stage``'s (its per-language values too)."""
         if stage is not None and stage not in STAGE_NAMES:
             raise ConfigError(f"unknown stage {stage!r}; known: {', '.join(STAGE_NAMES)}")
-        base = knobs.values(self.base)
-        self.update({n: base[n] for n in self.moved if stage is None or n.partition(".")[0] == stage})
+        self._commit(knobs.reset(self.moved, stage=stage))
 
     def restore(self, link: str) -> None:
-        """Apply the state of a link (``url``): the knobs it names, the others at the run's values."""
-        moved = knobs.decode(link, self.base) if link else {}
-        base = knobs.values(self.base)
-        self.update({**{n: base[n] for n in self.moved}, **moved})
+        """Apply the state of a link (``url``): the knobs it names, the others at the run's values, and its
+        language (every language without one)."""
+        parts = [p for p in link.removeprefix("?").split("&") if p]
+        langs = [p.partition("=")[2] for p in parts if p.startswith(f"{LANG_PARAM}=")]
+        lang = langs[-1] if langs else ALL_LANGUAGES
+        if lang not in self.param.lang.objects:
+            raise ConfigError(f"link parameter {LANG_PARAM}={lang!r} is not allowed: must be one of the run's "
+                              f"languages: {', '.join(code for code, _ in self.languages)}; fix it or remove it")
+        moved = knobs.decode(link, self.base, ignore=(LANG_PARAM,)) if link else {}
+        self._commit(moved)
+        self.lang = lang
 
     # --- derived ----------------------------------------------------------------------------------
 
@@ -167,14 +219,23 @@ class Selection(param.Parameterized):
         """The run's documents without a URL, with one, and per blocklist category on it (``lab.query.urls``)."""
         return query.urls(self.run)
 
-    def view(self, by: str | None = None, *, config: Config | None = None) -> FunnelView:
-        """Everything the funnel table and chart show for the current thresholds (or ``config``)."""
+    def view(self, by: str | None = None, *, config: Config | None = None, lang: str | None = None) -> FunnelView:
+        """Everything the funnel table and chart show for the current thresholds (or ``config``); ``lang``:
+        that language's documents only (the table split by source is then the whole run's)."""
         cfg = self.config if config is None else config
-        f = self.funnel(by, config=cfg)
-        whole = f if by is None else self.funnel(config=cfg)
+        if lang is not None:
+            by_lang = self.funnel("lang", config=cfg)
+            whole = by_lang.filter(pl.col("lang") == lang).drop("lang")
+            if whole.height == 0:
+                raise ConfigError(f"language {lang!r} has no documents in this run; the run's languages: "
+                                  f"{', '.join(code for code, _ in self.languages)}")
+            f = by_lang if by == "lang" else whole if by is None else self.funnel(by, config=cfg)
+        else:
+            f = self.funnel(by, config=cfg)
+            whole = f if by is None else self.funnel(config=cfg)
         last = whole.row(-1, named=True)
         return FunnelView(cfg.config_hash(), f, retention(whole), curve(whole),
-                          {u: last[f"{u}_out"] for u in UNITS if f"{u}_out" in whole.columns})
+                          {u: last[f"{u}_out"] for u in UNITS if f"{u}_out" in whole.columns}, lang)
 
     def retention(self) -> dict[str, float]:
         return retention(self.funnel())
@@ -189,8 +250,9 @@ class Selection(param.Parameterized):
         return knobs.diff(self.base, self.config)
 
     def url(self) -> str:
-        """The query string that restores this selection (``restore``)."""
-        return knobs.encode(self.moved)
+        """The query string that restores this selection (``restore``): the moved knobs, then the language."""
+        return "&".join(x for x in (knobs.encode(self.moved),
+                                    f"lang={self.lang}" if self.language else "") if x)
 
     def prepare(self, signals: list[str]) -> None:
         """Make ahead what the first move of these signals' thresholds needs (``lab.query.prepare``)."""
@@ -199,9 +261,11 @@ class Selection(param.Parameterized):
     def histogram(self, signal: str, *, config: Config | None = None, bins: int = 40) -> pl.DataFrame:
         return query.histogram(self.run, self.config if config is None else config, signal, bins=bins)
 
-    def histograms(self, signals: list[str], *, config: Config | None = None) -> dict[str, pl.DataFrame]:
-        """Several signals' histograms, one query per stage (the open card's)."""
-        return query.histograms(self.run, self.config if config is None else config, signals)
+    def histograms(self, signals: list[str], *, config: Config | None = None,
+                   lang: str | None = None) -> dict[str, pl.DataFrame]:
+        """Several signals' histograms, one query per stage (the open card's); ``lang``: over that language's
+        documents only."""
+        return query.histograms(self.run, self.config if config is None else config, signals, lang=lang)
 
     def export_yaml(self, config: Config | None = None) -> str:
         """The chosen thresholds as the config file ``corpus-lab run --config`` reads, under a new run name
@@ -233,6 +297,17 @@ class Selection(param.Parameterized):
         from lab import quality_train
 
         return quality_train.train(self.run_dir, cfg=quality_train.TrainConfig(**train))
+
+
+def _differences(a: Any, b: Any, path: str) -> list[str]:
+    """The dotted paths where two plain-data trees differ.
+
+    >>> _differences({"x": {"y": 1, "z": 2}}, {"x": {"y": 1, "z": 3}}, "stages")
+    ['stages.x.z']
+    """
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [p for k in dict.fromkeys([*a, *b]) for p in _differences(a.get(k), b.get(k), f"{path}.{k}")]
+    return [] if a == b else [path]
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -365,7 +365,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from apps import dashboard
 
     print(f"corpus-lab dashboard for {run_dir} on http://{args.address}:{args.port}/ (Ctrl-C stops it)", flush=True)
-    dashboard.serve(run_dir, address=args.address, port=args.port, basic_auth=args.basic_auth)
+    dashboard.serve(run_dir, address=args.address, port=args.port, basic_auth=args.basic_auth, config=args.config)
     return 0
 
 
@@ -485,6 +485,8 @@ def parser() -> argparse.ArgumentParser:
     sv.add_argument("run", nargs="?", default="runs/sample", help="run directory (default runs/sample)")
     sv.add_argument("--address", default="127.0.0.1", help="address to listen on (0.0.0.0 for a team)")
     sv.add_argument("--port", type=int, default=5006)
+    sv.add_argument("--config", help="open pages at this config's thresholds (e.g. RUN/calibrated.yaml from "
+                                     "corpus-lab calibrate); a page's link holds its own")
     sv.add_argument("--basic-auth", help="a password, or a JSON file of user: password, required to open the page "
                                          "(use it when serving beyond localhost)")
     sv.set_defaults(func=cmd_serve)

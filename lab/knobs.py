@@ -20,6 +20,13 @@ grid until it is moved again. ``diff`` lists what moved against the run's config
 tab), ``encode``/``decode`` carry the moved knobs in a link, ``stage_knobs``/``reset`` put one
 stage (or all) back, and ``run_name`` proposes a batch run name that is not the explored run's.
 
+Per-language thresholds (a stage section's ``by_lang``, ``lab.config``) are knobs too, named
+``stage.key@lang`` (``gopher_quality.min_stop_words@de``): ``knobs(cfg, lang="de")`` gives the
+numeric knobs that may differ by language under those names, valued at the language's override or,
+without one, at the stage's own value; ``apply`` writes them into ``by_lang``, and ``values``,
+``diff``, ``encode`` and ``decode`` carry them like any knob, so a link, the diff and the export
+hold them. ``per_language`` says which knobs can differ by language (``Knob.per_language``).
+
 Signature parameters (MinHash ngram, bands, rows, seed, ...) are not knobs: changing them means
 recomputing signals, not moving a threshold.
 """
@@ -44,6 +51,7 @@ MIN_STEPS = 100  # a slider's span holds at least this many steps (and at most 2
 _INTEGER = re.compile(r"[-+]?\d+")
 _NUMBER = re.compile(r"[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?")
 _LANGUAGE = re.compile(r"[A-Za-z0-9_-]+")
+LANG_SEP = "@"  # stage.key@lang: the threshold for one language's documents
 
 
 @dataclass(frozen=True)
@@ -61,10 +69,12 @@ class Knob:
     default: Any = None  # the dataclass default: the published value
     source: str = ""  # where the default comes from: "Gopher (Rae et al. 2021)", ...
     help: str = ""  # one sentence: what a kept document satisfies
+    lang: str | None = None  # a per-language threshold: the language it holds for (the name ends in @lang)
+    per_language: bool = False  # whether this threshold can differ by language (``by_lang``)
 
     @property
     def name(self) -> str:
-        return f"{self.stage}.{self.key}"
+        return f"{self.stage}.{self.key}" + (f"{LANG_SEP}{self.lang}" if self.lang else "")
 
     @property
     def decimals(self) -> int:
@@ -107,6 +117,7 @@ class _Spec:
     help: str
     signal: str | None
     choices: tuple = ()
+    per_language: bool = False
 
     @property
     def name(self) -> str:
@@ -146,6 +157,25 @@ def _signal_of(module, key: str) -> str | None:
     return None
 
 
+def _per_language(module, key: str, kind: str) -> bool:
+    """Whether a threshold may differ by language: a numeric field of a stage from the language stage on
+    whose rules take a per-language value (``lab.rules.with_by_lang`` accepts a nudged override)."""
+    from lab.config import FIRST_BY_LANG_STAGE
+    from lab.rules import with_by_lang
+
+    if kind not in ("number", "integer") or STAGE_NAMES.index(module.NAME) < STAGE_NAMES.index(FIRST_BY_LANG_STAGE):
+        return False
+    cfg = dataclasses.replace(module.Config(), enabled=True)
+    value = getattr(cfg, key)
+    for v in ((value + 1, value + 2) if isinstance(value, int) else (value * 0.5 + 0.25, value * 0.9)):
+        try:
+            if any(r.by_lang for r in with_by_lang(module, cfg, {"xx": {key: v}})):
+                return True
+        except ConfigError:
+            continue
+    return False
+
+
 @lru_cache(maxsize=1)
 def _specs() -> tuple[_Spec, ...]:
     """Every knob field of every stage config, in funnel order."""
@@ -159,13 +189,49 @@ def _specs() -> tuple[_Spec, ...]:
             signal = (f.metadata.get("signal") or _signal_of(module, f.name)) if kind in ("number", "integer") else None
             out.append(_Spec(module.NAME, f.name, kind, f.metadata.get("unit", ""), f.default,
                              f.metadata.get("source") or getattr(module, "SOURCE", ""), f.metadata.get("help", ""),
-                             signal, f.metadata.get("choices", ())))
+                             signal, f.metadata.get("choices", ()), _per_language(module, f.name, kind)))
     return tuple(out)
 
 
 @lru_cache(maxsize=1)
 def _by_name() -> dict[str, _Spec]:
     return {s.name: s for s in _specs()}
+
+
+def split_name(name: str) -> tuple[str, str | None]:
+    """A knob name's ``stage.key`` and language (None: every language's threshold).
+
+    >>> split_name("gopher_quality.min_stop_words@de"), split_name("c4.enabled")
+    (('gopher_quality.min_stop_words', 'de'), ('c4.enabled', None))
+    """
+    base, sep, lang = name.partition(LANG_SEP)
+    return base, (lang if sep else None)
+
+
+def per_language() -> tuple[str, ...]:
+    """The thresholds that may differ by language (``stage.key``), in funnel order.
+
+    >>> "gopher_quality.min_stop_words" in per_language(), "near_dedup.threshold" in per_language()
+    (True, False)
+    """
+    return tuple(s.name for s in _specs() if s.per_language)
+
+
+def _spec_of(name: str, what: str = "knob") -> tuple[_Spec, str | None]:
+    """The spec and language of a knob name; a ConfigError for an unknown knob, a bad language code or a
+    threshold that cannot differ by language."""
+    base, lang = split_name(name)
+    spec = _by_name().get(base)
+    if spec is None:
+        raise _unknown(base, what)
+    if lang is not None:
+        if not _LANGUAGE.fullmatch(lang):
+            raise ConfigError(f"{what} {name!r}: {lang!r} is not a language code; write stage.key@code, e.g. "
+                              "gopher_quality.min_stop_words@de")
+        if not spec.per_language:
+            raise ConfigError(f"{what} {name!r}: {base} cannot differ by language (by_lang sets numeric thresholds "
+                              f"compared one document at a time); these can: {', '.join(per_language())}")
+    return spec, lang
 
 
 # --- round steps
@@ -229,14 +295,26 @@ def snap(knob: Knob, value: Any) -> Any:
 # --- knobs of a config
 
 
+def _value(cfg: Config, spec: _Spec, lang: str | None) -> Any:
+    """The value ``cfg`` holds ``spec`` at for ``lang``'s documents: its override, else the stage's own."""
+    own = getattr(cfg.stage(spec.stage), spec.key)
+    if lang is None:
+        return own
+    return cfg.stages.overrides(spec.stage).get(lang, {}).get(spec.key, own)
+
+
 def knobs(cfg: Config, ranges: dict[str, tuple[float, float]] | None = None,
-          languages: tuple[str, ...] = ()) -> list[Knob]:
+          languages: tuple[str, ...] = (), *, lang: str | None = None) -> list[Knob]:
     """Every movable threshold of ``cfg``, in funnel order. ``ranges``: signal -> (min, max) in the
-    run (``lab.query.signal_ranges``); ``languages``: the languages present (for the keep list)."""
+    run (``lab.query.signal_ranges``); ``languages``: the languages present (for the keep list).
+    ``lang``: the thresholds that may differ by language are ``lang``'s (named ``stage.key@lang``,
+    valued at its override or the stage's own value); the others are every language's."""
     out: list[Knob] = []
     for s in _specs():
-        value = getattr(cfg.stage(s.stage), s.key)
-        meta = {"unit": s.unit, "default": s.default, "source": s.source, "help": s.help}
+        at = lang if s.per_language else None
+        value = _value(cfg, s, at)
+        meta = {"unit": s.unit, "default": s.default, "source": s.source, "help": s.help, "lang": at,
+                "per_language": s.per_language}
         if s.kind == "switch":
             out.append(Knob(s.stage, s.key, s.kind, value, **meta))
         elif s.kind == "choice":
@@ -257,9 +335,51 @@ def knobs(cfg: Config, ranges: dict[str, tuple[float, float]] | None = None,
     return out
 
 
-def values(cfg: Config) -> dict[str, Any]:
-    """``stage.key`` -> value of every knob of ``cfg``."""
-    return {s.name: getattr(cfg.stage(s.stage), s.key) for s in _specs()}
+def values(cfg: Config, *, lang: str | None = None) -> dict[str, Any]:
+    """``stage.key`` -> value of every knob of ``cfg``, then ``stage.key@lang`` -> value of each
+    per-language override it holds. ``lang``: also every per-language threshold for ``lang``'s documents
+    (its override, else the stage's own value), as the knobs of ``knobs(cfg, lang=lang)`` are named.
+
+    >>> from lab.config import Config
+    >>> cfg = apply(Config(), {"gopher_quality.min_stop_words@de": 1})
+    >>> v = values(cfg)
+    >>> v["gopher_quality.min_stop_words"], v["gopher_quality.min_stop_words@de"], "c4.min_sentences@de" in v
+    (2, 1, False)
+    >>> values(cfg, lang="fr")["gopher_quality.min_stop_words@fr"]
+    2
+    """
+    out = {s.name: getattr(cfg.stage(s.stage), s.key) for s in _specs()}
+    for stage, langs in cfg.stages.by_lang:
+        for code, fields in langs:
+            for key, v in fields:
+                out[f"{stage}.{key}{LANG_SEP}{code}"] = v
+    if lang is not None:
+        for s in _specs():
+            if s.per_language:
+                out.setdefault(f"{s.name}{LANG_SEP}{lang}", out[s.name])
+    return dict(sorted(out.items(), key=lambda kv: _order(kv[0])))
+
+
+def _order(name: str) -> tuple[int, str]:
+    """Funnel order, a threshold's per-language values right after it (by language)."""
+    base, lang = split_name(name)
+    return _position()[base], lang or ""
+
+
+@lru_cache(maxsize=1)
+def _position() -> dict[str, int]:
+    return {s.name: i for i, s in enumerate(_specs())}
+
+
+def value_of(cfg: Config, name: str) -> Any:
+    """One knob's value in ``cfg`` (``stage.key`` or ``stage.key@lang``: the override, else the stage's own).
+
+    >>> from lab.config import Config
+    >>> value_of(Config(), "gopher_quality.min_stop_words@de")
+    2
+    """
+    spec, lang = _spec_of(name)
+    return _value(cfg, spec, lang)
 
 
 def _unknown(name: str, what: str = "knob") -> ConfigError:
@@ -272,13 +392,20 @@ def _unknown(name: str, what: str = "knob") -> ConfigError:
 
 
 def apply(cfg: Config, moved: dict[str, Any]) -> Config:
-    """``cfg`` with the knobs in ``moved`` (``stage.key`` -> value) set; validated like any config."""
+    """``cfg`` with the knobs in ``moved`` (``stage.key`` or ``stage.key@lang`` -> value) set; validated
+    like any config. A ``@lang`` knob sets that language's value in the stage's ``by_lang``.
+
+    >>> from lab.config import Config
+    >>> apply(Config(), {"gopher_quality.min_stop_words@de": 1}).stages.overrides("gopher_quality")
+    {'de': {'min_stop_words': 1}}
+    """
     d = to_dict(cfg)
     for name, value in moved.items():
-        stage, _, key = name.partition(".")
-        if stage not in d["stages"] or key not in d["stages"][stage]:
-            raise _unknown(name)
-        d["stages"][stage][key] = list(value) if isinstance(value, (tuple, list)) else value
+        spec, lang = _spec_of(name)
+        section = d["stages"][spec.stage]
+        if lang is not None:
+            section = section.setdefault("by_lang", {}).setdefault(lang, {})
+        section[spec.key] = list(value) if isinstance(value, (tuple, list)) else value
     return build(Config, d)
 
 
@@ -294,7 +421,14 @@ def diff(base: Config, cfg: Config) -> list[Change]:
     """
     before, after = values(base), values(cfg)
     by = _by_name()
-    return [Change(n, before[n], after[n], by[n].unit) for n in before if before[n] != after[n]]
+    names = sorted(set(before) | set(after), key=lambda n: _order(n))
+    out = []
+    for n in names:  # a language without an override is held to the stage's own value
+        b = before[n] if n in before else before[split_name(n)[0]]
+        a = after[n] if n in after else after[split_name(n)[0]]
+        if b != a or (n in before) != (n in after):
+            out.append(Change(n, b, a, by[split_name(n)[0]].unit))
+    return out
 
 
 def stage_knobs(stage: str) -> tuple[str, ...]:
@@ -317,7 +451,7 @@ def reset(moved: dict[str, Any], *, stage: str | None = None) -> dict[str, Any]:
     if stage is None:
         return {}
     names = set(stage_knobs(stage))
-    return {k: v for k, v in moved.items() if k not in names}
+    return {k: v for k, v in moved.items() if split_name(k)[0] not in names}
 
 
 # --- the state in a link
@@ -341,21 +475,19 @@ def _show(value: Any) -> str:
 def encode(moved: dict[str, Any]) -> str:
     """The moved knobs as a readable query string, in funnel order (``decode`` reads it back).
 
-    >>> encode({"gopher_quality.min_words": 80, "language.keep": ("en", "de")})
-    'language.keep=en,de&gopher_quality.min_words=80'
+    >>> encode({"gopher_quality.min_words": 80, "language.keep": ("en", "de"), "gopher_quality.min_words@de": 60})
+    'language.keep=en,de&gopher_quality.min_words=80&gopher_quality.min_words@de=60'
     """
-    by = _by_name()
     for name in moved:
-        if name not in by:
-            raise _unknown(name)
-    order = [s.name for s in _specs() if s.name in moved]
+        _spec_of(name)
+    order = sorted(moved, key=lambda n: _order(n))
     return "&".join(f"{n}={quote(_show(moved[n]), safe=',.-_')}" for n in order)
 
 
-def _parse(spec: _Spec, raw: str) -> Any:
+def _parse(spec: _Spec, raw: str, name: str | None = None) -> Any:
     """One link value as the knob's type; a ConfigError names the key, the value and what is allowed."""
     def bad(allowed: str) -> ConfigError:
-        return ConfigError(f"link parameter {spec.name}={raw!r} is not allowed: must be {allowed}; "
+        return ConfigError(f"link parameter {name or spec.name}={raw!r} is not allowed: must be {allowed}; "
                            "fix the value in the link or remove the parameter")
 
     if spec.kind == "switch":
@@ -388,10 +520,9 @@ def decode(text: str, base: Config, *, ignore: tuple[str, ...] = ()) -> dict[str
     ``ignore``: other parameters the app keeps in the same query string (``tab``, ``page``).
 
     >>> from lab.config import Config
-    >>> decode("?gopher_quality.min_words=80&language.keep=en,de", Config())
-    {'gopher_quality.min_words': 80, 'language.keep': ('en', 'de')}
+    >>> decode("?gopher_quality.min_words=80&language.keep=en,de&gopher_quality.min_words@de=60", Config())
+    {'gopher_quality.min_words': 80, 'language.keep': ('en', 'de'), 'gopher_quality.min_words@de': 60}
     """
-    by = _by_name()
     out: dict[str, Any] = {}
     for part in filter(None, text.removeprefix("?").split("&")):
         key, eq, raw = part.partition("=")
@@ -400,11 +531,10 @@ def decode(text: str, base: Config, *, ignore: tuple[str, ...] = ()) -> dict[str
             continue
         if not eq:
             raise ConfigError(f"link parameter {key!r} has no value; write it as {key}=value or remove it")
-        if key not in by:
-            raise _unknown(key, "link parameter")
+        spec, _ = _spec_of(key, "link parameter")
         if key in out:
             raise ConfigError(f"link parameter {key!r} is given twice; keep one of them")
-        out[key] = _parse(by[key], raw)
+        out[key] = _parse(spec, raw, key)
     try:
         apply(base, out)
     except ConfigError as e:

@@ -134,7 +134,7 @@ def _open(browser, url):
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(url, timeout=60_000)
-    page.wait_for_selector("text=Kept:", timeout=60_000)
+    page.wait_for_selector(r"text=/Kept( \(\w+ documents\))?:/", timeout=60_000)  # every language's, or one's
     page.wait_for_selector("text=page 1 of", timeout=60_000)  # the document viewer has its first page
     return page, errors
 
@@ -525,3 +525,34 @@ def test_a_link_restores_the_state_and_export_is_what_is_shown(served, browser):
     assert not errors and not errors2
     page.close()
     other.close()
+
+
+def test_a_language_has_its_thresholds_funnel_and_link(served, browser):
+    """The language selector (issue 15 §1): a link opens the page on de; the Kept line, the funnel table and
+    a knob are de's; a value typed for de is that language's threshold in the link; back to every language
+    the knob is the stage's own."""
+    run_dir, url = served
+    base = load(run_dir / "config.yaml")
+    page, errors = _open(browser, url + "?language.keep=en,de&lang=de")
+    knob = "gopher_quality.min_stop_words"
+    assert _wait_for(page, lambda: page.get_by_text("de documents").count() >= 2)  # the Kept line and the knobs
+    page.locator(f".knob-{knob.replace('.', '-')}", has_text="for de documents").first.wait_for(timeout=30_000)
+    _type_box(page, knob, 0)
+    assert _wait_for(page, lambda: f"{knob}@de=0" in page.url and "lang=de" in page.url)
+    moved = knobs.apply(base, {"language.keep": ("en", "de"), f"{knob}@de": 0})
+    f = query.funnel(run_dir, moved, by="lang").filter(pl.col("lang") == "de")
+    want = {s: fmt.count(d) for s, d in zip(f["stage"].to_list(), f["docs_dropped"].to_list())}
+    assert _wait_for(page, lambda: _funnel_rows(page) == want)
+    kept = fmt.amount(f["docs_out"][-1], "docs")
+    assert _wait_for(page, lambda: page.get_by_text(re.compile(rf"Kept \(de documents\):\s*{re.escape(kept)}")).count() == 1)
+    page.screenshot(path=str(ARTIFACTS / "language_de.png"), full_page=True)
+    from apps.views.funnel import language_options
+    from apps.store import Selection
+
+    everyone = next(label for label, v in language_options(Selection(run_dir)).items() if v == "(all)")
+    _select(page, "language", everyone)
+    assert _wait_for(page, lambda: "lang=de" not in page.url and page.get_by_text("de documents").count() == 0)
+    assert _box(page, knob).input_value() == str(base.stages.gopher_quality.min_stop_words)
+    assert _wait_for(page, lambda: _funnel_rows(page) == _want_rows(run_dir, moved))
+    assert not errors
+    page.close()

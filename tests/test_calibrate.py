@@ -131,3 +131,36 @@ def test_a_share_below_one_document_keeps_the_base_only_where_it_cuts_none():
     assert calibrate._value(t, grid, 0.001, 100, base_fail=0.0) == 0.5  # the base cuts none: it stays
     assert calibrate._value(t, grid, 0.001, 100, base_fail=0.3) == 0.8  # it cuts 30%: the sample's maximum
     assert calibrate._value(t, grid, 0.25, 100, base_fail=0.3) == 0.6  # a share to place: its quantile
+
+
+def test_the_dashboard_opens_at_a_calibrated_config(two_languages, tmp_path):
+    """``corpus-lab serve RUN --config calibrated.yaml``: the selection starts at the file's thresholds, its
+    per-language ones as ``stage.key@lang`` knobs, and a language's funnel is the calibrated one's."""
+    import polars as pl
+
+    from apps.store import Selection
+    from lab import knobs
+    from lab.config import loads
+
+    cfg = knobs.apply(load(two_languages / "config.yaml"), {"language.keep": ("en", "xx")})
+    cal = calibrate.calibrate(two_languages, cfg, min_docs=20, stages=(STAGE,))
+    path = tmp_path / "calibrated.yaml"
+    path.write_text(calibrate.config_text(cfg, cal))
+    s = Selection(two_languages)
+    s.load_config(path)
+    name = f"{STAGE}.{KNOB}@xx"
+    assert s.moved[name] == cal.overrides[STAGE]["xx"][KNOB] and s.moved["language.keep"] == ("en", "xx")
+    assert s.config.stages == loads(path.read_text()).stages
+    s.lang = "xx"
+    assert {k.name: k.value for k in s.knobs()}[name] == s.moved[name]
+    want = query.funnel(two_languages, s.config, by="lang").filter(pl.col("lang") == "xx").drop("lang")
+    assert s.view(lang="xx").funnel.equals(want)
+    # a config that changes a signal's parameters is not a threshold to explore: refused, nothing changes
+    before = dict(s.moved)
+    other = tmp_path / "other.yaml"
+    data = yaml.safe_load(path.read_text())
+    data["stages"]["near_dedup"]["ngram"] = data["stages"]["near_dedup"].get("ngram", 5) + 1
+    other.write_text(yaml.safe_dump(data))
+    with pytest.raises(ConfigError, match=r"more than thresholds: stages\.near_dedup\.ngram"):
+        s.load_config(other)
+    assert s.moved == before

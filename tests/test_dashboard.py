@@ -355,3 +355,59 @@ def test_labels_tab_trains_a_quality_model_from_the_labels(run_dir, tmp_path):
     tab.train.clicks += 1
     assert "held-out AUC" in tab.trained.object and "12 documents labelled good" in tab.trained.object
     assert (copy / "models" / "quality.npz").is_file() and (copy / "models" / "quality.report.json").is_file()
+
+
+def test_a_language_has_its_own_thresholds_funnel_and_histograms(run_dir):
+    """The language selector: the knobs that may differ by language become that language's (moving one
+    writes its ``by_lang``), the Kept line and the table are its documents', the open histograms are over
+    its documents, and the link carries both (outside a server the tab computes inline)."""
+    import polars as pl
+
+    from apps.views.funnel import FunnelTab
+
+    s = Selection(run_dir)
+    s.set("language.keep", ("en", "de"))
+    tab = FunnelTab(s, Dispatch(None))
+    assert [v for v in tab.lang.options.values()][:2] == ["(all)", s.languages[0][0]]
+    tab.lang.value = "de"
+    assert s.lang == "de" and "(<b>de</b> documents)" in tab.retention.object
+    c = tab.knobs.controls["gopher_quality.min_stop_words"]
+    assert c.name == "gopher_quality.min_stop_words@de" and "for <b>de</b> documents" in c.title.object
+    c.box.value = 0
+    assert s.moved["gopher_quality.min_stop_words@de"] == 0
+    assert s.config.stages.overrides("gopher_quality") == {"de": {"min_stop_words": 0}}
+    assert s.config.stages.gopher_quality.min_stop_words == s.base.stages.gopher_quality.min_stop_words
+    want = query.funnel(run_dir, s.config, by="lang").filter(pl.col("lang") == "de").drop("lang")
+    assert f"{want['docs_out'][-1]:,} documents" in tab.retention.object.replace("\u202f", ",")
+    h = query.histograms(run_dir, s.config, ["gq_stop_words"], lang="de")["gq_stop_words"]
+    h = h.filter(h["bin_lo"].is_not_null())
+    assert c.source.data["passed"] == h["passed_docs"].to_list() and c.span.location == 0
+    assert sum(c.source.data["passed"]) + sum(c.source.data["dropped"]) == want.filter(
+        pl.col("stage") == "gopher_quality")["docs_in"][0]
+    # back to every language: the control is the stage's own threshold again, at its own value
+    tab.lang.value = "(all)"
+    assert c.name == "gopher_quality.min_stop_words" and c.box.value == s.base.stages.gopher_quality.min_stop_words
+    t = Selection(run_dir)
+    s.lang = "de"
+    t.restore(s.url())
+    assert "@de=0" in s.url() and s.url().endswith("lang=de") and t.config == s.config and t.lang == "de"
+    with pytest.raises(ConfigError, match="lang='xx'"):
+        t.restore("lang=xx")
+
+
+def test_the_document_viewer_follows_the_language(run_dir):
+    """Choosing a language above the funnel filters the document viewer to its documents; back to every
+    language, no filter."""
+    from apps.views.funnel import FunnelTab
+
+    s = Selection(run_dir)
+    s.set("language.keep", ("en", "de"))
+    tab = FunnelTab(s, Dispatch(None))
+    v = tab.viewer
+    v.kind.value = "kept"
+    tab.lang.value = "de"
+    assert v.model.lang == "de" and v.lang.value == "de" and v.page.height > 0
+    assert set(v.page["lang"].to_list()) == {"de"}
+    tab.lang.value = "(all)"
+    de = Viewer(s, view="kept", lang="de").count()
+    assert v.model.lang is None and v.lang.value == "(any)" and v.model.count() > de > 0

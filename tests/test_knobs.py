@@ -304,3 +304,34 @@ def test_run_name_is_never_the_explored_runs_and_is_deterministic():
     assert knobs.run_name(again, knobs.apply(again, {"c4.min_sentences": 3})).count("-") == 1
     assert knobs.run_name(again, chosen) not in (name, "sample")
     assert Config(name=knobs.run_name(again, chosen)).name  # a valid run name
+
+
+def test_per_language_knobs_round_trip_through_config_link_and_diff():
+    """``stage.key@lang``: a language's threshold as a knob — applied into ``by_lang``, listed by ``values``
+    and ``diff``, carried by a link, reset with its stage; a threshold that cannot differ by language, or a
+    bad language code, is refused with the knob's name."""
+    base = Config()
+    name = "gopher_quality.min_stop_words@de"
+    cfg = knobs.apply(base, {name: 0, "gopher_quality.min_words": 80})
+    assert cfg.stages.overrides("gopher_quality") == {"de": {"min_stop_words": 0}}
+    assert cfg.stages.gopher_quality.min_stop_words == base.stages.gopher_quality.min_stop_words
+    de = {k.name: k for k in knobs.knobs(cfg, lang="de")}
+    assert de[name].value == 0 and de[name].lang == "de" and de[name].per_language
+    assert de["gopher_quality.min_words@de"].value == 80  # no override: the stage's own value
+    assert "near_dedup.threshold" in de and "c4.enabled" in de  # not per language: every language's
+    assert [str(c) for c in knobs.diff(base, cfg)] == ["gopher_quality.min_words: 50 -> 80 words",
+                                                       f"{name}: 2 -> 0 distinct stop words"]
+    assert knobs.diff(cfg, knobs.apply(cfg, {"gopher_quality.min_stop_words@fr": 2})) != []  # fr now explicit
+    link = knobs.encode({name: 0, "gopher_quality.min_words": 80})
+    assert link == f"gopher_quality.min_words=80&{name}=0"
+    assert knobs.apply(base, knobs.decode(link, base)) == cfg
+    assert knobs.reset({name: 0, "c4.min_sentences": 2}, stage="gopher_quality") == {"c4.min_sentences": 2}
+    assert loads(dumps(cfg)) == cfg  # exported as the stage's by_lang section
+    with pytest.raises(ConfigError, match=r"near_dedup.threshold@de.*cannot differ by language"):
+        knobs.apply(base, {"near_dedup.threshold@de": 0.7})
+    with pytest.raises(ConfigError, match=r"'d e' is not a language code"):
+        knobs.decode("gopher_quality.min_words@d e=3", base)
+    with pytest.raises(ConfigError, match=r"link parameter gopher_quality.min_words@de='x' is not allowed"):
+        knobs.decode("gopher_quality.min_words@de=x", base)
+    with pytest.raises(ConfigError, match=r"url.max_word_hits@de.*cannot differ"):  # decided before the language
+        knobs.apply(base, {"url.max_word_hits@de": 3})

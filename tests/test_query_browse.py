@@ -469,6 +469,31 @@ def test_histogram_totals_equal_the_funnel_of_the_stage(run, cfg, signal):
         assert all(float(e).is_integer() for e in query.bin_edges(run, signal, bins=24))
 
 
+@pytest.mark.parametrize("signals", [["gq_words", "gq_stop_words"], ["pii_total"], ["nd_shingles"]])
+def test_a_languages_histograms_are_its_funnel_at_the_stage(run, signals):
+    """``lang=``: over one language's documents (the dashboard's language selector), in every path: the
+    in-memory codes, SQL over per-document rules, SQL after dedup (pii), no rule (nd_shingles); its
+    totals are that language's funnel at the stage, with a per-language threshold in force."""
+    moved = build(Config, {"stages": {"language": {"keep": ["en", "de", "fr"]},
+                                      "gopher_quality": {"by_lang": {"de": {"min_stop_words": 4, "min_words": 30}}},
+                                      "pii": {"max_pii": 0}}})
+    by_lang = query.funnel(run, moved, by="lang")
+    whole = query.histograms(run, moved, signals)
+    for lang in ("en", "de", "fr", "zz"):
+        hs = query.histograms(run, moved, signals, lang=lang)
+        f = {row["stage"]: row for row in by_lang.filter(pl.col("lang") == lang).iter_rows(named=True)}
+        for s in signals:
+            h = hs[s]
+            assert h["bin_lo"].to_list() == whole[s]["bin_lo"].to_list()  # one axis for every language
+            stage = next((x.stage for x in query._rules(run, moved) if x.signal == s), None)
+            if not f:  # a language the run lacks: nothing
+                assert h["passed_docs"].sum() + h["dropped_docs"].sum() == 0
+                continue
+            n_in = f[stage or "extract"]["docs_in"]  # no rule: every document with text
+            assert h["passed_docs"].sum() + h["dropped_docs"].sum() == n_in, (lang, s)
+            assert h["dropped_docs"].sum() == (f[stage]["docs_dropped"] if stage else 0)
+
+
 def test_histogram_of_a_stage_with_several_rules_counts_its_other_drops_as_dropped(run, cfg):
     # language drops 30 documents, all for their language: on lang_score they are "dropped", but by
     # another rule of the stage (dropped_other_docs), wherever the min_score cutoff is

@@ -124,8 +124,18 @@ def funnel_chart(curve: dict[str, list]):
 
 def kept_line(view: FunnelView) -> str:
     kept = ", ".join(f"{fmt.amount(view.kept[u], u)} ({fmt.share(view.retention[u])})" for u in view.retention)
-    return (f"<p style='margin:4px 0'><b>Kept:</b> {html.escape(kept)} <span style='color:#777'>· config "
+    whose = f" (<b>{html.escape(view.lang)}</b> documents)" if view.lang else ""
+    return (f"<p style='margin:4px 0'><b>Kept{whose}:</b> {html.escape(kept)} <span style='color:#777'>· config "
             f"<code>{view.config_hash}</code></span></p>")
+
+
+def language_options(sel: Selection) -> dict[str, str]:
+    """The language selector's entries: every language, then each language of the run with its documents."""
+    from apps.store import ALL_LANGUAGES
+
+    total = sum(n for _, n in sel.languages)
+    return {f"all languages ({fmt.count(total)})": ALL_LANGUAGES,
+            **{f"{code} ({fmt.count(n)})": code for code, n in sel.languages}}
 
 
 def diff_line(changes: list) -> str:
@@ -143,7 +153,7 @@ class FunnelTab:
         self.with_numbers: list[Callable[[], None]] = []  # more changes for the numbers' message (the page's URL)
         self.error = pn.pane.Alert(visible=False, alert_type="danger", sizing_mode="stretch_width")
         self.knobs = KnobPanel(sel, dispatch, self.report)
-        first = sel.view()
+        first = sel.view(lang=sel.language)
         self.retention = panes.HTML(kept_line(first), name="retention", sizing_mode="stretch_width")
         self.change = panes.HTML("", name="change", sizing_mode="stretch_width")
         self.diff = panes.HTML(diff_line(sel.diff()), name="diff", sizing_mode="stretch_width")
@@ -151,6 +161,8 @@ class FunnelTab:
         self.reset.on_click(lambda _: self.sel.reset())
         self.unit = pn.widgets.RadioButtonGroup(label="unit", options=list(UNITS), value=sel.unit, width=220)
         self.by = pn.widgets.Select(label="split by", options=["(none)", "lang", "source"], value=sel.by, width=140)
+        self.lang = pn.widgets.Select(label="language", options=language_options(sel), value=sel.lang, width=170,
+                                      css_classes=["language-select"])
         self.table_title = panes.HTML("<p style='margin:2px 0;color:#555'>Per stage: the documents it drops; "
                                         "then, still in after it, documents, bytes and tokens, and the share of its "
                                         "input it keeps.</p>", sizing_mode="stretch_width")
@@ -165,10 +177,12 @@ class FunnelTab:
         self.viewer = DocumentViewer(sel, dispatch, self.report, open_cluster=open_cluster)
         self.unit.param.watch(lambda e: setattr(self.sel, "unit", e.new), "value")
         self.by.param.watch(lambda e: setattr(self.sel, "by", e.new), "value")
+        self.lang.param.watch(lambda e: setattr(self.sel, "lang", e.new), "value")
         sel.param.watch(self._changed, ["moved"])
         sel.param.watch(lambda e: self.refresh(numbers_only=True), ["by"])
+        sel.param.watch(self._language, ["lang"])
         sel.param.watch(lambda e: self.knobs.refresh_histograms(), ["unit"])
-        main = pn.Column(pn.Row(self.reset, panes.HTML("<b>unit</b>", margin=(12, 5)), self.unit, self.by,
+        main = pn.Column(pn.Row(self.reset, panes.HTML("<b>unit</b>", margin=(12, 5)), self.unit, self.by, self.lang,
                                 sizing_mode="stretch_width"),
                          self.retention, self.change, self.diff, self.error, self.chart, self.table_title, self.table,
                          self.contamination,
@@ -180,6 +194,16 @@ class FunnelTab:
     def report(self, message: str) -> None:
         self.error.object, self.error.visible = message, True
 
+    def _language(self, _=None) -> None:
+        """Another language chosen: its numbers, its thresholds in the knobs and its histograms."""
+        if self.lang.value != self.sel.lang:
+            self.lang.value = self.sel.lang
+        self.refresh(numbers_only=True)
+        self.knobs.set_language()
+        self.viewer.follow_language()
+        for also in self.with_numbers:
+            also()
+
     def _changed(self, _=None) -> None:
         self.refresh()  # the queries start first; the controls follow while they run
         self.knobs.sync()
@@ -188,11 +212,11 @@ class FunnelTab:
         """The numbers of the current selection (one message), the open histograms beside them; then what
         the last change newly drops and keeps, and the documents."""
         sel = self.sel
-        cfg, split, names = sel.config, sel.split, list(sel.changed)
+        cfg, split, names, lang = sel.config, sel.split, list(sel.changed), sel.language
         before = sel.previous_config
 
         def compute():
-            view = sel.view(split, config=cfg)
+            view = sel.view(split, config=cfg, lang=lang)
             return view, table_frame(view.funnel, split), sel.diff()
 
         def show(fut: Future) -> None:

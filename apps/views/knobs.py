@@ -73,8 +73,8 @@ def _histogram_figure(k) -> tuple[Any, Any, Any]:
     fig.yaxis.major_label_text_font_size = fig.xaxis.major_label_text_font_size = "8pt"
     fig.min_border_left = 30
     span = Span(location=float(k.value), dimension="height", line_color="#222", line_width=2, line_dash="dashed",
-                name=f"cutoff {k.name}")
-    source.name = f"histogram {k.name}"
+                name=f"cutoff {lab_knobs.split_name(k.name)[0]}")
+    source.name = f"histogram {lab_knobs.split_name(k.name)[0]}"
     fig.add_layout(span)
     return fig, source, span
 
@@ -98,9 +98,8 @@ class KnobControl:
             return self.view
         k = self.knob
         self.note = panes.HTML("", margin=(0, 5), styles={"font-size": "12px", "color": "#555"})
-        title = (f"<b>{k.key}</b> <span style='color:#666'>· {k.unit} · default {fmt.value(k.default)}"
-                 f" ({k.source})</span>")
-        self.label = pn.Row(panes.HTML(title, margin=(0, 5), styles={"font-size": "13px"}),
+        self.title = panes.HTML(_title(k), margin=(0, 5), styles={"font-size": "13px"})
+        self.label = pn.Row(self.title,
                             pn.widgets.TooltipIcon(value=f"{k.help} Default {fmt.value(k.default)} {k.unit}: "
                                                          f"{k.source}.", margin=(0, 0)),
                             margin=0)
@@ -139,7 +138,7 @@ class KnobControl:
                 self.hist_place = pn.Column(margin=0)
                 parts += [self.hist_place, self.note]
         self.view = pn.Column(*parts, margin=(2, 0, 8, 0), width=360,
-                              css_classes=["knob", "knob-" + k.name.replace(".", "-")])
+                              css_classes=["knob", "knob-" + lab_knobs.split_name(k.name)[0].replace(".", "-")])
         return self.view
 
     def with_histogram(self, log: bool, value: Any) -> bool:
@@ -162,6 +161,14 @@ class KnobControl:
     @property
     def name(self) -> str:
         return self.knob.name
+
+    def retarget(self, k: lab_knobs.Knob) -> None:
+        """Control ``k`` from now on: the same threshold for another language (or for every language)."""
+        if k.name == self.knob.name:
+            return
+        self.knob = k
+        if self.view is not None:
+            self.title.object = _title(k)
 
     def _moved(self, value: Any) -> None:
         if not self.syncing:
@@ -216,7 +223,7 @@ class KnobPanel:
         self.filled: set[str] = set()  # stages whose card holds its knobs (opened once)
         for k in sel.knobs():
             c = KnobControl(k, self._set)
-            self.controls[k.name] = c
+            self.controls[lab_knobs.split_name(k.name)[0]] = c  # by stage.key: the language only retargets it
             self.by_stage.setdefault(k.stage, []).append(c)
         for stage in STAGE_NAMES:
             if stage not in self.by_stage:
@@ -283,6 +290,14 @@ class KnobPanel:
     def _reset(self, stage: str) -> None:
         self.sel.reset(stage)
 
+    def set_language(self) -> None:
+        """The thresholds that may differ by language become the selection's language's (or every
+        language's); the controls show their values and the open histograms that language's documents."""
+        for k in self.sel.knobs():
+            self.controls[lab_knobs.split_name(k.name)[0]].retarget(k)
+        self.sync()
+        self.refresh_histograms()
+
     def _log_scale(self, log: bool) -> None:
         from bokeh.models import LinearScale, LogScale
 
@@ -293,10 +308,10 @@ class KnobPanel:
 
     def sync(self) -> None:
         """Every control shows the selection's value; a disabled stage's card is greyed out."""
-        values = lab_knobs.values(self.sel.config)
-        for name, c in self.controls.items():
+        values = self.sel.values()
+        for c in self.controls.values():
             enabled = values.get(f"{c.knob.stage}.enabled", True) or c.knob.key == "enabled"
-            c.show(values[name], enabled=enabled, moved=name in self.sel.changed)
+            c.show(values[c.name], enabled=enabled, moved=c.name in self.sel.changed)
         if "near_dedup" in self.filled:  # its line follows the threshold
             self.notes["near_dedup"].object = stage_note("near_dedup", self.sel.config)
         for stage, card in self.cards.items():
@@ -317,9 +332,9 @@ class KnobPanel:
     def histogram_jobs(self, stages: list[str] | None = None) -> list[tuple[str, Callable, Callable]]:
         """``(kind, compute, show)`` per open card (or per stage of ``stages``) whose histograms to redraw
         for the current selection: ``compute`` off the loop, ``show(future)`` on it."""
-        cfg, unit, log = self.sel.config, self.sel.unit, self.log_y.value
+        cfg, unit, log, lang = self.sel.config, self.sel.unit, self.log_y.value, self.sel.language
         wanted = set(stages or self.open_stages())
-        values = lab_knobs.values(cfg)
+        values = self.sel.values()
         by_stage: dict[str, dict[str, list[KnobControl]]] = {}
         for c in self.controls.values():
             if c.knob.stage in wanted and c.with_histogram(log, values[c.name]):
@@ -327,7 +342,7 @@ class KnobPanel:
         jobs = []
         for stage, by_signal in by_stage.items():
             def compute(sigs=list(by_signal)):
-                hs = self.sel.histograms(sigs, config=cfg)
+                hs = self.sel.histograms(sigs, config=cfg, lang=lang)
                 return {sig: _histogram_data(hs[sig], unit, log) for sig in sigs}
 
             jobs.append((f"hist:{stage}", compute, lambda fut, b=by_signal: self._show_histograms(b, fut, unit)))
@@ -354,9 +369,9 @@ class KnobPanel:
 
     def show_change(self, change: dict | None, names: list[str]) -> None:
         """Under the knobs the last change moved: what it newly drops and keeps, in every unit."""
-        for name, c in self.controls.items():
+        for c in self.controls.values():
             if c.note is not None:
-                c.note.object = _change_line(change) if change is not None and name in names else ""
+                c.note.object = _change_line(change) if change is not None and c.name in names else ""
 
 
 def stage_note(stage: str, cfg) -> str:
@@ -420,6 +435,20 @@ def url_report_html(df: pl.DataFrame, has_list: bool) -> str:
         lists = "on the blocklist: none" if has_list else "no blocklist (stages.url.blocklist)"
     return (f"<p style='margin:2px 0'>URLs: {fmt.count(with_url)} documents with one, {fmt.count(n.get('no URL', 0))} "
             f"without (they pass); {lists}</p>")
+
+
+def _title(k: lab_knobs.Knob) -> str:
+    """A knob's heading: its key, unit, published default and source; a language's threshold says whose.
+
+    >>> _title(lab_knobs.Knob("c4", "min_sentences", "integer", 3, unit="sentences", default=3, source="C4"))
+    "<b>min_sentences</b> <span style='color:#666'>· sentences · default 3 (C4)</span>"
+    >>> "for <b>de</b> documents" in _title(lab_knobs.Knob("c4", "min_sentences", "integer", 3, lang="de"))
+    True
+    """
+    who = f" <span class='knob-lang' style='color:#7a3e9d'>· for <b>{html.escape(k.lang)}</b> documents</span>" \
+        if k.lang else ""
+    return (f"<b>{k.key}</b> <span style='color:#666'>· {k.unit} · default {fmt.value(k.default)}"
+            f" ({k.source})</span>{who}")
 
 
 def _ignore(fut: Future) -> None:

@@ -81,9 +81,10 @@ class DocumentViewer:
     def __init__(self, sel: Selection, dispatch: Dispatch, report: Callable[[str], None], *,
                  open_cluster: Callable[[int], None] | None = None) -> None:
         self.sel, self.dispatch, self.report, self.open_cluster_cb = sel, dispatch, report, open_cluster
-        self.model = Viewer(sel)
+        self.model = Viewer(sel, lang=sel.language)
         self.page: pl.DataFrame | None = None
         self.opening = True  # a line chosen in the list opens its document (not when the page replaces the list)
+        self.syncing = False  # the filters are being set to the model's values (not a user's choice)
         self.current: dict | None = None
         self.kind = pn.widgets.Select(label="documents", options={v: k for k, v in VIEW_LABELS.items()},
                                       value="dropped", width=230)
@@ -132,12 +133,15 @@ class DocumentViewer:
     # --- what to show --------------------------------------------------------------------------------
 
     def _filters_changed(self, event) -> None:
+        if self.syncing:
+            return
         m = self.model
         m.view = self.kind.value
         m.stage = None if self.stage.value == ANY else self.stage.value
         m.seed = int(self.seed.value or 0)
         if event.obj in (self.kind, self.stage):  # another set of documents: its own filter values
-            m.reason = m.source = m.lang = None
+            m.reason = m.source = None
+            m.lang = self.sel.language  # the language chosen above the funnel, if any
             self.refresh(filters=True)
             return
         m.reason = None if self.reason.value == ANY else self.reason.value
@@ -145,6 +149,12 @@ class DocumentViewer:
         m.lang = None if self.lang.value == ANY else self.lang.value
         m.page = 0
         self.refresh()
+
+    def follow_language(self) -> None:
+        """The documents of the language chosen above the funnel (every language's: no filter)."""
+        self.model.lang = self.sel.language
+        self.model.page = 0
+        self.refresh(filters=True)
 
     def show_ids(self, doc_ids: list[int] | None, note: str = "") -> None:
         """Show only these documents (the labelled-good drops of a stage), or every one again."""
@@ -174,11 +184,18 @@ class DocumentViewer:
                 self.report(str(e))
                 return
             if f is not None:
-                for w, key in ((self.reason, "reason"), (self.source, "source"), (self.lang, "lang")):
-                    opts = {ANY: ANY, **{f"{v} ({fmt.count(n)})": str(v) for v, n in f.get(key, []) if v is not None}}
-                    w.options = opts
-                    if w.value not in opts.values():
-                        w.value = ANY
+                self.syncing = True  # the filters shown are the model's: no second query
+                try:
+                    for w, key in ((self.reason, "reason"), (self.source, "source"), (self.lang, "lang")):
+                        opts = {ANY: ANY, **{f"{v} ({fmt.count(n)})": str(v) for v, n in f.get(key, []) if v is not None}}
+                        want = getattr(m, key)
+                        if want is not None and want not in opts.values():  # none of them here: still the filter
+                            opts[f"{want} (0)"] = want
+                        w.options = opts
+                        if w.value != (ANY if want is None else want):
+                            w.value = ANY if want is None else want
+                finally:
+                    self.syncing = False
             self.page = page
             options = list_options(page)
             self.opening = False  # the list follows the page (its first line selected), no document opened

@@ -73,6 +73,7 @@ class Codes:
         self.count_memo: OrderedDict = OrderedDict()  # (rules, by) -> funnel counts
         self.hist_memo: OrderedDict = OrderedDict()  # (rules, (stage, signals, bin columns)) -> histogram counts
         self.inflight: dict[tuple, threading.Event] = {}  # rules -> set when their codes are computed
+        self.row_sets: dict[tuple[str, str], np.ndarray] = {}  # (column, value) -> its rows (``rows_of``)
         self.n = int(run.cursor().execute("SELECT count(*) FROM signals").fetchone()[0])
         self._groups: dict[str, tuple] = {}
         self._order: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # signal -> its sorted values and their rows
@@ -427,16 +428,36 @@ class Codes:
             out[(names[grp], None if code == 0 else code - 1)] = [int(docs[flat]), int(b[flat]), int(t[flat])]
         return out
 
+    def rows_of(self, name: str, value: str) -> np.ndarray:
+        """The rows whose string column ``name`` holds ``value`` (sorted; remembered per value)."""
+        key = (name, value)
+        with self.lock:
+            rows = self.row_sets.get(key)
+        if rows is None:
+            col = self.column(name)
+            d = col.dictionary or []
+            if value not in d:
+                rows = np.zeros(0, dtype=np.int64)
+            else:
+                hit = col.values == d.index(value)
+                rows = np.flatnonzero(hit if col.valid is None else hit & col.valid)
+            with self.lock:
+                self.row_sets[key] = rows
+        return rows
+
     def histogram_counts(self, rules: list[Rule], stage: str | None, signals: list[str], bin_cols: list[str],
-                         mine: list[list[Rule]]) -> dict | None:
+                         mine: list[list[Rule]], lang: str | None = None) -> dict | None:
         """``lab.query.distribution._aggregate``'s answer — (signal index, bin or None, dropped by the stage,
         dropped by another rule than the signal's own ``mine``) -> [docs, bytes, tokens] over the
-        documents reaching ``stage`` — from the codes; None when SQL must answer. From a remembered
-        config: only the rows whose code or own-rule outcome differs are counted again."""
+        documents reaching ``stage`` (``lang``: of that language only) — from the codes; None when SQL
+        must answer. From a remembered config: only the rows whose code or own-rule outcome differs are
+        counted again (one language's rows are counted whole: they are a share of the run)."""
         codes = self.codes(rules)
         if codes is None:
             return None
         span = [i for i, x in enumerate(rules) if x.stage == stage]
+        if lang is not None:
+            return self._hist(codes, span, signals, bin_cols, mine, self.rows_of(LANG, lang))
         extra = (stage, tuple(signals), tuple(bin_cols))
         key = (tuple(rules), extra)
         with self.lock:

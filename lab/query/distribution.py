@@ -49,13 +49,13 @@ import pyarrow.compute as pc
 from lab.config import Config
 from lab.errors import ConfigError
 from lab.io.schema import numeric_signals, signals_schema
-from lab.query.compile import _failure_in, _rules, codes_sql
+from lab.query.compile import _failure_in, _literal, _rules, codes_sql
 from lab.query.funnels import INCREMENTAL_SHARE, _changed, _shifted
 from lab.query.neardup import _with_near
 from lab.query.run import Run, _arrow, _ident, open_run
 from lab.query.codes import of as codes_of
 from lab.query.browse import changes
-from lab.rules import Rule
+from lab.rules import LANG, Rule
 from lab.stages import STAGE_NAMES
 
 __all__ = ["bin_edges", "change", "histogram", "histograms"]
@@ -232,10 +232,12 @@ def histogram(run: str | Path | Run, config: Config, signal: str, *, bins: int =
     return _histograms(r, rules, stage, {signal: edges}, binned=default)[signal]
 
 
-def histograms(run: str | Path | Run, config: Config, signals: list[str], *, bins: int = 40) -> dict[str, pl.DataFrame]:
+def histograms(run: str | Path | Run, config: Config, signals: list[str], *, bins: int = 40,
+               lang: str | None = None) -> dict[str, pl.DataFrame]:
     """``histogram`` of several signals (each at its first thresholding stage, on its default axis):
     one query per stage, whose rules are evaluated once for all of that stage's signals (the sidebar's
-    open card asks for all of its histograms at once)."""
+    open card asks for all of its histograms at once). ``lang``: over the documents of that language
+    only (the ``lang`` signal; the bins stay the run's, so languages compare on one axis)."""
     r = open_run(run)
     rules = _rules(r, config)
     by_stage: dict[str | None, dict[str, list[float]]] = {}
@@ -244,7 +246,7 @@ def histograms(run: str | Path | Run, config: Config, signals: list[str], *, bin
         by_stage.setdefault(_thresholding_stage(rules, signal, None), {})[signal] = bin_edges(r, signal, bins=bins)
     out: dict[str, pl.DataFrame] = {}
     for stage, edges in by_stage.items():
-        out.update(_histograms(r, rules, stage, edges, binned=True))
+        out.update(_histograms(r, rules, stage, edges, binned=True, lang=lang))
     return {s: out[s] for s in dict.fromkeys(signals)}
 
 
@@ -279,7 +281,7 @@ HIST_MEMO = 16  # per in-memory run: the raw counts of the latest histogram quer
 
 
 def _histograms(r: Run, rules: list[Rule], stage: str | None, edges_of: dict[str, list[float]], *,
-                binned: bool = False) -> dict[str, pl.DataFrame]:
+                binned: bool = False, lang: str | None = None) -> dict[str, pl.DataFrame]:
     """The histograms of the signals ``edges_of`` names (their bin edges given), all thresholded by
     ``stage`` (None: no enabled rule; all passed), in one query: the documents reaching the stage and
     whether it drops them are computed once, then each signal is binned and counted. ``binned``: the
@@ -288,8 +290,10 @@ def _histograms(r: Run, rules: list[Rule], stage: str | None, edges_of: dict[str
     In memory, when every rule up to the stage is per-document, the answer to a config that differs
     from a remembered one only in thresholds is incremental and exact, as the funnel's is: outside
     the rows whose signal lies between an old and a new threshold no row's outcome differs, so the
-    new counts are the old ones minus those rows' counts under the old rules plus under the new."""
+    new counts are the old ones minus those rows' counts under the old rules plus under the new.
+    ``lang``: only that language's documents (counted whole, not incrementally)."""
     tok = "n_tokens" in r.columns
+    of_lang = f"{_ident(LANG)} = {_literal(lang)}" if lang is not None else "TRUE"
     cur = r.cursor()
     signals = list(edges_of)
     bin_cols = {s: _bin_column(r, s, edges_of[s]) if binned else None for s in signals}
@@ -298,21 +302,22 @@ def _histograms(r: Run, rules: list[Rule], stage: str | None, edges_of: dict[str
     c = codes_of(r) if binned else None
     if c is not None:  # in memory: counted from each document's code (lab.query.codes)
         mine = [[x for x in rules if x.stage == stage and x.signal == s and x.op in _THRESHOLD_OPS] for s in signals]
-        raw = c.histogram_counts(rules, stage, signals, [bin_cols[s] for s in signals], mine)
+        raw = c.histogram_counts(rules, stage, signals, [bin_cols[s] for s in signals], mine, lang)
         if raw is not None:
             return _frames(raw, signals, edges_of, tok)
     if stage is None:
         src = f"SELECT {sig_cols}, bytes{', n_tokens' if tok else ''}, FALSE AS _dropped" + "".join(
-            f", FALSE AS _mine{i}" for i in range(len(signals))) + " FROM signals"
+            f", FALSE AS _mine{i}" for i in range(len(signals))) + f" FROM signals WHERE {of_lang}"
         return _frames(_aggregate(cur, src, signals, bins, tok), signals, edges_of, tok)
     codes = [i for i, x in enumerate(rules) if x.stage == stage]
     first, last = min(codes), max(codes)
     if not all(x.per_document for x in rules[:last + 1]):
         mines = "".join(f", ({_fails_mine(r, rules, first, last, s)}) AS _mine{i}" for i, s in enumerate(signals))
-        extra = [*signals, *(c for c in bin_cols.values() if c), *(["n_tokens"] if tok else [])]
+        extra = [*signals, *(c for c in bin_cols.values() if c), *(["n_tokens"] if tok else []),
+                 *([LANG] if lang is not None and LANG not in signals else [])]
         coded = _with_near(r, cur, rules, codes_sql(rules, extra=extra, run=r))
         src = (f"SELECT {sig_cols}, bytes{', n_tokens' if tok else ''}, code BETWEEN {first} AND {last} AS _dropped"
-               f"{mines} FROM ({coded}) WHERE code IS NULL OR code >= {first}")
+               f"{mines} FROM ({coded}) WHERE (code IS NULL OR code >= {first}) AND {of_lang}")
         return _frames(_aggregate(cur, src, signals, bins, tok), signals, edges_of, tok)
     # per-document rules up to the stage: reaching it and being dropped are conditions on one row
     cols = ", ".join(map(_ident, dict.fromkeys([*signals, *(c for c in bin_cols.values() if c), "bytes",
@@ -322,12 +327,12 @@ def _histograms(r: Run, rules: list[Rule], stage: str | None, edges_of: dict[str
         before = " OR ".join(f for f in (_failure_in(x, r) for x in prefix[:first]) if f is not None) or "FALSE"
         here = " OR ".join(f for f in (_failure_in(x, r) for x in prefix[first:]) if f is not None) or "FALSE"
         mines = "".join(f", ({_fails_mine(r, prefix, first, last, s)}) AS _mine{i}" for i, s in enumerate(signals))
-        return f"SELECT {cols}, ({here}) AS _dropped{mines} FROM {table} WHERE NOT ({before})"
+        return f"SELECT {cols}, ({here}) AS _dropped{mines} FROM {table} WHERE NOT ({before}) AND {of_lang}"
 
     prefix = rules[:last + 1]
     key = (stage, tuple(signals), tuple(bins.values()))
     raw = None
-    if r.memo is not None:
+    if r.memo is not None and lang is None:
         with r.lock:
             known = [(old, counts) for (k, old), counts in reversed(r.hist_memo.items()) if k == key]
         for old, counts in known[:4]:
@@ -351,7 +356,7 @@ def _histograms(r: Run, rules: list[Rule], stage: str | None, edges_of: dict[str
             break
     if raw is None:
         raw = _aggregate(cur, src_of(prefix), signals, bins, tok)
-    if r.memo is not None:
+    if r.memo is not None and lang is None:
         with r.lock:
             r.hist_memo[(key, tuple(prefix))] = raw
             r.hist_memo.move_to_end((key, tuple(prefix)))
