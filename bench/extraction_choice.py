@@ -19,7 +19,14 @@ breadcrumb trail, the site header and its menu, a sidebar of 15-40 links to othe
 contents (the section headings again, numbered), a cookie banner and a footer.
 
 Measured per extractor (the stage's own ``lab.stages.extract.html_to_text``, plus trafilatura's
-``fast=True`` for reference):
+``fast=True`` for reference), and for ``full_text`` followed by the boilerplate-line removal of
+``stages.boilerplate`` (``remove_lines``): each page belongs to a site, one per layout and language
+(``Page.site``: a real site has one page template and localizes it, so a crawl groups pages that way;
+the site *name* in the header is drawn per page among four, as if mirrored); the lines of every page's
+``full_text`` output are counted per site (``lab.linecount.count_texts``: the stage's normalization
+and per-(site, line) document count) and the lines seen in >= k documents of their site are removed
+(``lab.linecount.strip_counted``), for k = the stage's default ``min_docs`` and the other ``--min-docs``
+values; the result is scored like the extractors' output.
 
 - main recall: the share of main-content words (``\\w+`` tokens) in units found in the output; a unit
   (a paragraph, heading, table cell, list item, ...) counts when its whitespace-collapsed text occurs in
@@ -29,6 +36,14 @@ Measured per extractor (the stage's own ``lab.stages.extract.html_to_text``, plu
   and the share of the output's words that are boilerplate;
 - pages per CPU-second in one process (thread pools capped at 1; --pin pins it to one CPU): the
   process's CPU time of the extraction calls only, median of --repeat passes (one pass for trafilatura);
+  for the line removal, the median ``full_text`` extraction plus the median count pass over all pages
+  plus the median removal pass, divided by the pages (the count is corpus-level: its CPU is spread
+  over the pages it counted; the engine's merge of partitions' tables is not in it);
+- recall of site-unique units: main recall over the units NOT found verbatim in the main content of
+  >= k pages of the site (k: the first ``--min-docs``), i.e. leaving out text the site itself repeats
+  (section headings, licence and translation notes), which no line count can tell from navigation;
+- ``--split-sites N`` splits each site round-robin into N smaller ones (fewer pages per site, as in a
+  crawl's long tail of hosts) for the line count and that recall;
 - trafilatura's import time, in a fresh process.
 
 Approximate where units repeat: a heading also in the table of contents is found once, so a dropped
@@ -36,7 +51,7 @@ heading whose table-of-contents copy was kept counts as found (and that copy not
 
 Needs groff and the manpages-* packages (.ci/setup --test installs them), and trafilatura (a dependency).
 Nothing is downloaded: run it under ``unshare -n`` to prove that.
-Run (main venv):  .venv/bin/python bench/extraction_choice.py --pin
+Run (main venv):  .venv/bin/python bench/extraction_choice.py --pin --per-lang 50
 Writes bench/out/extraction_choice.json (figures); --dump DIR also writes the pages as HTML.
 """
 
@@ -60,6 +75,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from langid import build_dataset  # noqa: E402
 from single_core import one_core  # noqa: E402
+
+from lab import linecount  # noqa: E402
+from lab.stages import boilerplate as bp_stage  # noqa: E402
 
 OUT_DIR = Path(__file__).resolve().parent / "out"
 LANGS = ("en", "de", "fr", "es", "ru", "pl", "ja")
@@ -133,6 +151,7 @@ class Page:
     id: str
     lang: str
     html: str
+    site: str = ""  # what the line count groups pages by: one site per layout and language
     main: list[tuple[str, str]] = field(default_factory=list)  # (kind, text) units that are main content
     boilerplate: list[tuple[str, str]] = field(default_factory=list)  # (kind, text) that is not
 
@@ -200,6 +219,7 @@ def build_page(doc, others: list[str], rng: random.Random) -> Page:
     title = _title(doc.path)
     site = rng.choice(SITES)
     layout = rng.choice(("html5", "docbook", "divs"))
+    page.site = f"{layout}.{doc.lang}"
     blocks = man_blocks(doc.text)[:MAX_BLOCKS]
     main, bp = page.main, page.boilerplate
 
@@ -341,17 +361,21 @@ def build_pages(*, per_lang: int, langs: tuple[str, ...], seed: int) -> list[Pag
     return pages
 
 
-def score(page: Page, text: str) -> dict:
-    """Main-content words found and boilerplate words kept, by kind, for one page's extracted text."""
+def score(page: Page, text: str, repeated: frozenset[str] = frozenset()) -> dict:
+    """Main-content words found and boilerplate words kept, by kind, for one page's extracted text;
+    ``repeated``: the page's main-content units (normalized) that its site repeats (not in ``unique_*``)."""
     rest = norm(text)
     found: collections.Counter = collections.Counter()
     total: collections.Counter = collections.Counter()
+    unique = [0, 0]  # words of the units not in ``repeated``: total, found
     for kind, unit in sorted(page.main, key=lambda u: -len(u[1])):
         n, u = len(words(unit)), norm(unit)
         total[kind] += n
+        unique[0] += 0 if u in repeated else n
         at = rest.find(u)
         if at >= 0:
             found[kind] += n
+            unique[1] += 0 if u in repeated else n
             rest = rest[:at] + " \n " + rest[at + len(u):]
     left = collections.Counter(words(rest))
     kept: collections.Counter = collections.Counter()
@@ -363,7 +387,18 @@ def score(page: Page, text: str) -> dict:
                 left[word] -= 1
                 kept[kind] += 1
     return {"main_total": dict(total), "main_found": dict(found), "bp_total": dict(bp_total),
-            "bp_kept": dict(kept), "out_words": len(words(text))}
+            "bp_kept": dict(kept), "out_words": len(words(text)), "unique_total": unique[0],
+            "unique_found": unique[1]}
+
+
+def site_repeated(pages: list[Page], sites: list[str], k: int) -> list[frozenset[str]]:
+    """Per page, its main-content units (normalized) found in the main content of >= ``k`` pages of its site:
+    text the site repeats (section headings, licence and translation notes), which a line count cannot
+    tell from navigation."""
+    seen: collections.Counter = collections.Counter()
+    for p, s in zip(pages, sites):
+        seen.update((s, u) for u in {norm(x) for _, x in p.main})
+    return [frozenset(u for u in {norm(x) for _, x in p.main} if seen[(s, u)] >= k) for p, s in zip(pages, sites)]
 
 
 def extractors() -> dict:
@@ -399,6 +434,8 @@ def summarize(rows: list[dict]) -> dict:
     out_words = sum(r["out_words"] for r in rows)
     return {
         "main_recall": sum(mf.values()) / sum(mt.values()),
+        "main_recall_site_unique": sum(r["unique_found"] for r in rows) / max(sum(r["unique_total"] for r in rows), 1),
+        "main_words_site_repeated": 1 - sum(r["unique_total"] for r in rows) / sum(mt.values()),
         "main_recall_by_kind": {k: mf[k] / mt[k] for k in sorted(mt)},
         "main_recall_by_style": by_style,
         "boilerplate_kept": sum(bk.values()) / sum(bt.values()),
@@ -417,6 +454,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repeat", type=int, default=3, help="timed passes of the resiliparse methods")
     parser.add_argument("--pin", action="store_true", help="pin the process to one CPU")
+    parser.add_argument("--min-docs", default=f"{bp_stage.Config().min_docs},2,5",
+                        help="k values of the line removal after full_text (comma-separated; first: the stage's default)")
+    parser.add_argument("--split-sites", type=int, default=1,
+                        help="split each site's pages round-robin into this many sites (smaller sites, fewer repeats)")
     parser.add_argument("--dump", type=Path, help="also write the pages as HTML into this directory")
     parser.add_argument("--out", type=Path, default=OUT_DIR / "extraction_choice.json")
     args = parser.parse_args(argv)
@@ -438,7 +479,15 @@ def main(argv: list[str] | None = None) -> None:
         "versions": {p: version(p) for p in ("resiliparse", "trafilatura", "lxml")},
         "import_seconds": {m: import_seconds(m) for m in ("resiliparse.extract.html2text", "trafilatura")},
         "extractors": {},
+        "sites": dict(sorted(collections.Counter(p.site for p in pages).items())),
     }
+    outputs = {}
+    ks = [int(x) for x in args.min_docs.split(",")]
+    sites, seen = [], collections.Counter()  # the line count's sites: Page.site, or split round-robin
+    for p in pages:
+        sites.append(p.site if args.split_sites == 1 else f"{p.site}/{seen[p.site] % args.split_sites}")
+        seen[p.site] += 1
+    repeated = site_repeated(pages, sites, ks[0])
     for name, fn in extractors().items():
         fn(pages[0].html)  # warm-up: imports, lazy initialisation
         passes = 1 if name.startswith("trafilatura") else args.repeat
@@ -449,7 +498,8 @@ def main(argv: list[str] | None = None) -> None:
             for p in pages:
                 texts.append(fn(p.html))
             cpu.append(time.process_time() - start)
-        rows = [score(p, t) for p, t in zip(pages, texts)]
+        outputs[name] = texts
+        rows = [score(p, t, r) for p, t, r in zip(pages, texts, repeated)]
         seconds = statistics.median(cpu)
         by_lang = {lang: summarize([r for r, p in zip(rows, pages) if p.lang == lang])["main_recall"]
                    for lang in report["by_lang"]}
@@ -458,11 +508,56 @@ def main(argv: list[str] | None = None) -> None:
                                       "mb_per_cpu_s": html_bytes / 1e6 / seconds,
                                       **summarize(rows), "main_recall_by_lang": by_lang}
 
+    # full_text, then the site-repeated lines removed: count once over all pages, remove per k
+    full = outputs["full_text"]
+    report["line_sites"] = {"split": args.split_sites, "sites": len(set(sites)),
+                            "pages_per_site": dict(sorted(collections.Counter(collections.Counter(sites).values()).items()))}
+    count_cpu = []
+    for _ in range(args.repeat):
+        start = time.process_time()
+        counts = linecount.count_texts(full, sites)
+        count_cpu.append(time.process_time() - start)
+    extract_s = report["extractors"]["full_text"]["cpu_seconds"]
+    for k in ks:
+        strip_cpu = []
+        for _ in range(args.repeat):
+            start = time.process_time()
+            texts = linecount.strip_counted(full, sites, counts, k)
+            strip_cpu.append(time.process_time() - start)
+        rows = [score(p, t, r) for p, t, r in zip(pages, texts, repeated)]
+        parts = {"extract": extract_s, "count": statistics.median(count_cpu), "remove": statistics.median(strip_cpu)}
+        seconds = sum(parts.values())
+        by_lang = {lang: summarize([r for r, p in zip(rows, pages) if p.lang == lang])["main_recall"]
+                   for lang in report["by_lang"]}
+        report["extractors"][f"full_text + boilerplate lines (k={k})"] = {
+            "cpu_seconds": seconds, "cpu_seconds_parts": parts, "count_passes": count_cpu, "remove_passes": strip_cpu,
+            "pages_per_cpu_s": len(pages) / seconds, "mb_per_cpu_s": html_bytes / 1e6 / seconds,
+            "boilerplate_site_lines": int((counts.column("docs").to_numpy() >= k).sum()),
+            "distinct_site_lines": counts.num_rows,
+            **summarize(rows), "main_recall_by_lang": by_lang}
+
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     print(f"{len(pages)} pages ({', '.join(f'{k} {v}' for k, v in report['by_lang'].items())}), "
           f"{html_bytes / 1e6:.2f} MB HTML; built in {build_cpu:.1f} CPU-s; pinned CPU: {pinned}")
     print("import seconds:", {k: round(v, 3) for k, v in report["import_seconds"].items()})
+    print(f"sites (layout.lang): {len(report['sites'])}, {min(report['sites'].values())}-"
+          f"{max(report['sites'].values())} pages each; line count over {report['line_sites']['sites']} sites "
+          f"(--split-sites {args.split_sites})")
+    for name, e in report["extractors"].items():
+        if "cpu_seconds_parts" in e:
+            print(f"{name}: CPU-s {', '.join(f'{k} {v:.3f}' for k, v in e['cpu_seconds_parts'].items())}; "
+                  f"{e['boilerplate_site_lines']} of {e['distinct_site_lines']} (site, line) pairs removed")
+    print(f"main-content words in units repeated in >= {ks[0]} pages of their site: "
+          f"{report['extractors']['full_text']['main_words_site_repeated']:.1%}")
+    print("\n| extractor | pages per CPU-s | MB per CPU-s | main recall | pages recall >= 0.95 | boilerplate kept "
+          "| boilerplate share of output | recall of site-unique units |")
+    print("|---" * 8 + "|")
+    for name, e in report["extractors"].items():
+        print(f"| {name} | {e['pages_per_cpu_s']:,.0f} | {e['mb_per_cpu_s']:.2f} | {e['main_recall']:.3f} | "
+              f"{e['pages_recall_ge_0.95']:.1%} | {e['boilerplate_kept']:.1%} | {e['boilerplate_share_of_output']:.1%} "
+              f"| {e['main_recall_site_unique']:.3f} |")
+    print()
     e0 = next(iter(report["extractors"].values()))
     kinds, bkinds = list(e0["main_recall_by_kind"]), list(e0["boilerplate_kept_by_kind"])
     print("| extractor | pages per CPU-s | main recall | " + " | ".join(kinds)

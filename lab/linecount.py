@@ -14,7 +14,9 @@ partition is annotated, the engine runs two rounds of tasks:
    partition's line records (``boilerplate/lines/``), and writes ``bp_line_frac`` per document
    (``boilerplate/signal/``), which ``lab.query.open_run`` joins onto the signals table.
 
-``strip_partition`` applies the stage's ``remove_lines`` to a partition's texts (before tokenizing).
+``strip_texts`` applies the stage's ``remove_lines`` to a partition's texts (before tokenizing).
+``count_texts`` and ``strip_counted`` run the same count, filter and removal on texts held in memory
+(a benchmark's pages), without a run directory.
 """
 
 from __future__ import annotations
@@ -105,13 +107,21 @@ def signal_partition(run_dir: str | Path, key: str, min_docs: int) -> int:
     return int(doc_ids.size)
 
 
-def boiler_hashes(layout: RunLayout, min_docs: int) -> dict[str, frozenset[int]]:
-    """site -> the hashes of its boilerplate lines (what ``remove_boilerplate`` takes)."""
-    t = boilerplate_lines(layout, min_docs)
+def hash_sets(boiler: pa.Table) -> dict[str, frozenset[int]]:
+    """site -> the hashes of its boilerplate lines, from (site, line_hash) rows (what ``strip_texts`` takes).
+
+    >>> hash_sets(pa.table({"site": ["a", "a", "b"], "line_hash": [1, 2, 1]}))
+    {'a': frozenset({1, 2}), 'b': frozenset({1})}
+    """
     out: dict[str, set[int]] = {}
-    for site, h in zip(t.column("site").to_pylist(), t.column("line_hash").to_pylist()):
+    for site, h in zip(boiler.column("site").to_pylist(), boiler.column("line_hash").to_pylist()):
         out.setdefault(site, set()).add(h)
     return {s: frozenset(v) for s, v in out.items()}
+
+
+def boiler_hashes(layout: RunLayout, min_docs: int) -> dict[str, frozenset[int]]:
+    """site -> the hashes of its boilerplate lines (what ``remove_boilerplate`` takes)."""
+    return hash_sets(boilerplate_lines(layout, min_docs))
 
 
 def strip_texts(doc_ids: Sequence[int], texts: Sequence[str | None], sites: dict[int, str],
@@ -130,3 +140,37 @@ def partition_sites(layout: RunLayout, key: str) -> dict[int, str]:
     """doc_id -> site of the partition's documents that have line records."""
     t = pq.read_table(layout.line_records(key), columns=["doc_id", "site"])
     return dict(zip(t.column("doc_id").to_pylist(), t.column("site").to_pylist()))
+
+
+def count_texts(texts: Sequence[str], sites: Sequence[str]) -> pa.Table:
+    """The count table (site, line_hash, docs) of documents held in memory: ``texts[i]`` is document ``i``
+    of site ``sites[i]``. The engine's steps on one partition (``Collector`` line records, ``count_table``,
+    ``merge_counts``), whose result equals the merged table of any partitioning.
+
+    >>> count_texts(["Home\\nA.", "HOME\\nB."], ["s", "s"]).filter(pc.field("docs") == 2).num_rows
+    1
+    """
+    from types import SimpleNamespace
+
+    from lab.stages.boilerplate import Collector, Config, count_table
+
+    if len(texts) != len(sites):
+        raise ValueError(f"{len(texts)} texts but {len(sites)} sites")
+    col = Collector(Config())
+    for i, (text, site) in enumerate(zip(texts, sites)):
+        col.signals(i, text, SimpleNamespace(url=None, source=site))  # no URL: the site is the "source"
+    return merge_counts([count_table(col.records(np.arange(len(texts), dtype=np.int64)))])
+
+
+def strip_counted(texts: Sequence[str], sites: Sequence[str], counts: pa.Table, min_docs: int) -> list[str]:
+    """``texts`` without the lines seen in >= ``min_docs`` documents of their site according to ``counts``
+    (``count_texts`` of the same texts): ``boilerplate_lines``'s filter and ``strip_texts``, as the
+    stage's ``remove_lines`` applies them before tokenizing.
+
+    >>> texts = ["Home | Next\\nAlpha.", "home  |  next\\nBeta.", "Home | Next\\nGamma.", "Home | Next\\nDelta."]
+    >>> sites = ["a", "a", "a", "b"]
+    >>> strip_counted(texts, sites, count_texts(texts, sites), min_docs=3)
+    ['Alpha.', 'Beta.', 'Gamma.', 'Home | Next\\nDelta.']
+    """
+    boiler = counts.filter(pc.greater_equal(counts.column("docs"), int(min_docs))).select(["site", "line_hash"])
+    return strip_texts(range(len(texts)), texts, dict(enumerate(sites)), hash_sets(boiler))

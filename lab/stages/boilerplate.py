@@ -24,7 +24,7 @@ instead: a line is boilerplate when at least ``min_docs`` documents of the same 
   (``lab.steps.prepare`` refuses it in batch: there only the documents no earlier rule dropped reach
   the collector, so the counts would cover the survivors only).
 - **Removal** (``remove_lines``, off by default): the text rewrite ``remove_boilerplate`` drops those
-  lines from a kept document's text before it is tokenized (``lab.linecount.strip_partition``).
+  lines from a kept document's text before it is tokenized (``lab.linecount.strip_texts``).
 
 Not done here: a line's position in the page (header/footer) is not used; sites are not merged across
 subdomains (``news.example.com`` and ``blog.example.com`` are two sites).

@@ -177,6 +177,20 @@ def test_count_table_equals_brute_force(pages_run):
     assert len(keys) == len(set(keys))
 
 
+def test_in_memory_count_and_strip_equal_the_engines(pages_run):
+    """``count_texts`` / ``strip_counted`` (a benchmark's texts, no run) give the engine's table and removal."""
+    tmp, records, cfg = pages_run
+    layout = RunLayout(cfg.run_dir)
+    texts = [r["text"] for r in records]
+    sites = [bp.site_of(r["url"], source_of(cfg)) for r in records]
+    counts = linecount.count_texts(texts, sites)
+    assert counts.equals(linecount.merged_table(layout))
+    boiler = linecount.boiler_hashes(layout, 3)
+    want = linecount.strip_texts(range(len(texts)), texts, dict(enumerate(sites)), boiler)
+    assert linecount.strip_counted(texts, sites, counts, 3) == want
+    assert want[0] != texts[0] and "Prev | Up" not in want[0]
+
+
 def test_signal_matches_brute_force_and_is_in_the_funnel(pages_run):
     tmp, records, cfg = pages_run
     counts = brute_counts(records, source_of(cfg))
