@@ -6,10 +6,9 @@ signals):
 - ``main_content`` (the default): resiliparse's ``extract_plain_text`` with its main-content
   heuristics (navigation, footers and forms removed; block structure kept as line breaks).
 - ``full_text``: the same without the main-content heuristics: every visible block is kept (figures
-  too), navigation rows, breadcrumbs, sidebars and footers included. It is the base for removing lines
-  that repeat across a site (DESIGN.md §12, "Boilerplate lines": a mergeable count table of normalized
-  lines per site, applied at materialize); that removal is not built yet, so today ``full_text`` is
-  plain full text, passed through ``full_text_lines``, the hook the per-document part will go in.
+  too), navigation rows, breadcrumbs, sidebars and footers included. With the boilerplate stage's
+  ``remove_lines`` (lines seen in >= ``min_docs`` documents of their site removed at materialize,
+  ``lab.stages.boilerplate``) it is the "full text minus what the site repeats" extractor.
 - ``trafilatura``: trafilatura's ``extract`` (its own main-content heuristics and fallback extractors;
   tables kept, user comments and metadata not). Imported only when chosen (0.4 s).
 
@@ -18,20 +17,23 @@ in navigation rows, breadcrumbs, sidebars, tables of contents, cookie banners an
 admonition boxes, tables and link lists inside the main content; ``bench/RESULTS.md`` §18,
 "Extraction: which extractor"):
 
-=============  ===============  ================  ========================  ============================
-method         pages per CPU-s  main text recall  boilerplate words kept  boilerplate share of output
-=============  ===============  ================  ========================  ============================
-main_content   2,564            0.873             17.5%                     3.9%
-full_text      3,405            1.000             98.9%                     16.5%
-trafilatura    110              0.876             1.0%                      0.2%
-=============  ===============  ================  ========================  ============================
+=====================================  ===============  ================  ======================  ===========================
+method                                 pages per CPU-s  main text recall  boilerplate words kept  boilerplate share of output
+=====================================  ===============  ================  ======================  ===========================
+main_content                           3,734            0.873             17.5%                   3.9%
+full_text                              6,035            1.000             98.9%                   16.5%
+full_text + boilerplate lines (k = 3)  1,062            0.917             12.8%                   2.7%
+trafilatura                            173              0.876             1.0%                    0.2%
+=====================================  ===============  ================  ======================  ===========================
 
 ``main_content`` loses whole blocks: every link-heavy list, admonitions in ``<aside>``,
 ``div.sidebar`` or ``role=alert`` boxes, tables in ``<figure>``; and keeps about half of the
-"Prev Up Home Next" rows and breadcrumbs. trafilatura is the cleanest at the same recall, but loses a
-quarter of the headings and most link lists, and costs 23x the CPU. ``main_content`` stays the
-default: no other method is clearly better at its cost. Choose ``full_text`` when admonitions,
-tables and link lists matter (and, once built, remove site-repeated lines), ``trafilatura`` when the
+"Prev Up Home Next" rows and breadcrumbs. ``full_text`` with site-repeated lines removed is the better
+text when sites have many pages each (>= 9 here), but drops most section headings (a site repeats
+them) and, with 2-6 pages a site, keeps half the boilerplate. trafilatura is the cleanest at
+``main_content``'s recall, but loses a quarter of the headings and most link lists, and costs 22x the
+CPU. ``main_content`` stays the default: no other method is better at its cost on every kind of
+corpus. Choose ``full_text`` + ``remove_lines`` for corpora of whole sites, ``trafilatura`` when the
 text must be free of navigation and the CPU is there. An earlier comparison on the Python manual
 (``bench/RESULTS.md`` §3) found resiliparse and trafilatura equal in quality there. Documents that
 arrive as plain text pass through unchanged, whatever the method.
