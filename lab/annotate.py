@@ -109,14 +109,19 @@ def annotate_docs(docs: list[Doc], cfg: Config, batch_rules: dict[str, list[Rule
                 rows[k]["drop_reason"] = first_failure(batch_rules[module.NAME], rows[k])
             alive = [k for k in alive if rows[k]["drop_reason"] is None]
     results: list[tuple[dict, str | None]] = []
-    for row, text in zip(rows, texts):
+    for k, (row, text) in enumerate(zip(rows, texts)):
         if row["drop_reason"] is not None:
             results.append((row, None))  # batch mode keeps no text of a dropped document: nothing to scrub or tokenize
             continue
         if row.get("pii_total"):  # stored text never holds PII
             t0 = time.thread_time()
-            text = pii.scrub(text, ip_ranges=cfg.stage("pii").ip_ranges)  # what its signals counted
+            scrubbed = pii.scrub(text, ip_ranges=cfg.stage("pii").ip_ranges)  # what its signals counted
             clock["pii"] = clock.get("pii", 0.0) + (time.thread_time() - t0)
+            if scrubbed != text:
+                for c in (collectors or {}).values():  # what a collector keeps of the text is the stored text's
+                    if hasattr(c, "stored"):
+                        c.stored(first + k, scrubbed)
+            text = scrubbed
         results.append((row, text))
     return results
 

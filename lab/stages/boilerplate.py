@@ -13,7 +13,9 @@ instead: a line is boilerplate when at least ``min_docs`` documents of the same 
   distinct documents containing it. Each partition's annotate task builds its table (``Collector``,
   ``boilerplate/counts/``, split into the shuffle buckets of the near-dedup shuffle) and keeps each
   document's line records (``boilerplate/lines/``); ``lab.linecount`` merges the tables bucket by
-  bucket (``boilerplate/merged/``), then computes the signal.
+  bucket (``boilerplate/merged/``), then computes the signal. A document the PII stage scrubs is
+  counted as stored (``Collector.stored``): ``remove_lines`` reads the stored text, so a repeated
+  footer holding an address is one line under one hash.
 - **Signal** ``bp_line_frac`` (corpus-level, listed in ``CORPUS_SIGNALS``): the characters (of the
   stripped lines, every occurrence) in lines seen in >= ``min_docs`` documents of the document's site,
   over the characters of all its stripped lines; 0.0 for a document without text. It depends on the
@@ -46,7 +48,7 @@ from lab.stages.fields import check, knob
 from lab.stages.url import host_of
 
 NAME = "boilerplate"
-VERSION = 1  # bump when signals() or the line records give other values (normalization, hashing)
+VERSION = 2  # bump when signals() or the line records give other values (2: a scrubbed document's lines as stored)
 SOURCE = "corpus-lab (per-site line counts; FineWeb's duplicated-line rule measured across a site's pages)"
 _WS = re.compile(r"\s+")
 _DIGIT = re.compile(r"\d")
@@ -199,6 +201,13 @@ class Collector:
         recs = lines(text)
         self.rows[i] = (site_of(getattr(doc, "url", None), getattr(doc, "source", "") or ""), recs)
         return {"bp_lines": len(recs)}
+
+    def stored(self, i: int, text: str) -> None:
+        """The text stored for row ``i`` differs from the one annotated (PII scrubbed): count its lines as
+        stored, so a site's repeated line holding an address ("Contact: webmaster@...") is counted and
+        removed under one hash (``remove_lines`` reads the stored text)."""
+        if i in self.rows:
+            self.rows[i] = (self.rows[i][0], lines(text))
 
     def records(self, doc_ids: np.ndarray) -> pa.Table:
         """The partition's line records, documents in row order (``doc_ids``: the signals' doc_id column)."""

@@ -286,3 +286,28 @@ def test_remove_lines_at_tokenize_keeps_main_text(tmp_path):
     n_plain = query.open_run(plain.run_dir, refresh=True).cursor().execute("SELECT sum(n_tokens) FROM signals").fetchone()[0]
     assert n_plain > sum(len(tok.encode(t, add_special_tokens=False).ids) for t in tokens.values())
     assert np.isfinite(n_plain)
+
+
+def test_a_repeated_line_holding_an_address_is_counted_and_removed_as_stored(tmp_path):
+    """A site's footer with an e-mail address is stored scrubbed (the PII stage); its lines are counted as
+    stored, so the footer is one repeated line, removed at tokenize like any other (it was counted
+    unscrubbed and looked up scrubbed: never removed)."""
+    from lab import tokenize
+
+    rng = random.Random(3)
+    footer = "Questions? Write to webmaster@delta.example.com"
+    records = [{"id": f"d{p}", "url": f"https://delta.example.com/{p}",
+                "text": "Delta Notes\n" + sample.english_doc(rng, 3) + f"\n{footer}\n"} for p in range(5)]
+    cfg = run(tmp_path, "pii-footer", records, tokenizer=True, remove_lines=True)
+    layout = RunLayout(cfg.run_dir)
+    r = query.open_run(cfg.run_dir, refresh=True)
+    stored = [t for (t,) in r.cursor().execute("SELECT text FROM docs").fetchall()]
+    assert all("webmaster@" not in t and "Questions? Write to" in t for t in stored)  # scrubbed, still there
+    fit = json.loads(layout.tokenizer_fit.read_text())
+    tok = tokenize.load(layout, fit["sha256"])
+    texts = [tok.decode(seq, skip_special_tokens=False) for f in sorted(layout.tokenized_dir.glob("part-*.parquet"))
+             for seq in pq.read_table(f, columns=["ids"]).column("ids").to_pylist()]
+    assert len(texts) == 5 and all("Questions? Write to" not in t and "Delta Notes" not in t for t in texts)
+    assert all(t.strip() for t in texts)  # the main text stays
+    fracs = [f for (f,) in r.cursor().execute("SELECT bp_line_frac FROM signals").fetchall()]
+    assert all(0 < f < 0.5 for f in fracs)  # the title and the footer, scrubbed, are the site's lines
