@@ -167,6 +167,26 @@ def cmd_funnel(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mixture(args: argparse.Namespace) -> int:
+    import polars as pl
+
+    from lab import query
+
+    run_dir = _run_dir(args.run)
+    cfg = load(args.config) if args.config else load(run_dir / "config.yaml")
+    plan = query.mixture_plan(run_dir, cfg)
+    report = pl.DataFrame(plan.report)
+    with pl.Config(tbl_rows=500, tbl_width_chars=160, float_precision=3, tbl_hide_dataframe_shape=True,
+                   thousands_separator=","):
+        print(report)
+    j = plan.to_json()
+    print(f"tokens: {j['tokens_before']:,} kept -> {j['tokens_after']:,} in the mixture "
+          f"({j['documents_written']:,} document copies written at materialize)")
+    for w in plan.warnings:
+        print(f"corpus-lab: warning: {w}", file=sys.stderr)
+    return 0
+
+
 def cmd_calibrate(args: argparse.Namespace) -> int:
     import polars as pl
 
@@ -414,6 +434,12 @@ def parser() -> argparse.ArgumentParser:
                                                               "thresholds (default: 50)")
     ca.add_argument("--out", help="where to write the config (default: RUN/calibrated.yaml)")
     ca.set_defaults(func=cmd_calibrate)
+
+    mx = sub.add_parser("mixture", help="a config's mixture over a run's kept documents: tokens per bucket before "
+                                        "and after, epochs, copies (what materialize writes)")
+    mx.add_argument("run", help="run directory, e.g. runs/sample")
+    mx.add_argument("--config", help="the config whose mixture section to realize (default: the run's config.yaml)")
+    mx.set_defaults(func=cmd_mixture)
 
     rj = sub.add_parser("rejects", help="a run's rejected records by reason, with the first locations of each")
     rj.add_argument("run", help="run directory, e.g. runs/sample")

@@ -28,6 +28,7 @@ from typing import Any, Literal
 import yaml
 
 from lab.errors import ConfigError, IntegrityError
+from lab.mixture import MixtureConfig
 from lab.stages import STAGE_NAMES, STAGES
 from lab.stages.fields import check
 
@@ -255,6 +256,7 @@ class Config:
     percentiles: tuple[PercentileRule, ...] = ()  # drop a share of the documents by a signal's global quantile (explore mode)
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
     pack: PackConfig = field(default_factory=PackConfig)
+    mixture: MixtureConfig = field(default_factory=MixtureConfig)  # token budgets per bucket of kept documents (lab.mixture)
     engine: EngineConfig = field(default_factory=EngineConfig)
 
     def __post_init__(self) -> None:

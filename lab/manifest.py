@@ -149,6 +149,8 @@ def write(cfg: Config, layout: RunLayout, parts: list[Partition], *, steps: dict
         "models": models_summary(cfg),
         # packed token shards per split: documents, sequences, utilization, truncation (tokens/*/manifest.json)
         "tokens": read_json(layout.packing_stats)["splits"] if layout.packing_stats.exists() else {},
+        # the realized mixture (lab.mixture): per bucket tokens before and after, epochs, copies
+        "mixture": read_json(layout.packing_stats).get("mixture") if layout.packing_stats.exists() else None,
         # what this invocation computed and what it reused from the run directory
         "last_run": {"partitions_reused": steps["annotate"]["partitions_reused"],
                      "partitions_run": steps["annotate"]["partitions_run"], "steps": steps, "seconds": round(seconds, 3)},

@@ -8,9 +8,12 @@
 3. **Split** by document: the ``round(val_fraction x documents)`` documents (at least one when
    ``val_fraction > 0`` and there are two or more) with the lowest value of a second, independent
    seeded mix of their ``doc_id`` form ``val``; no document is in both splits.
-4. **Pack** (``lab.pack``) each split with ``pack.strategy`` at ``pack.seq_len``; every document
+4. **Mix** (``mixture``, when the config has one: ``lab.mixture``): each document is written as many
+   times as its bucket's budget asks (0: left out), its copies in its own split, each copy placed by
+   the shuffle's key of (document, copy); the manifest records the realized mixture per bucket.
+5. **Pack** (``lab.pack``) each split with ``pack.strategy`` at ``pack.seq_len``; every document
    ends with EOD; unused slots hold PAD.
-5. **Write** ``tokens/{train,val}/`` in the ``lab.io.shards`` format (uint16 when the vocabulary
+6. **Write** ``tokens/{train,val}/`` in the ``lab.io.shards`` format (uint16 when the vocabulary
    fits) with a manifest per split, and ``stats/packing.json``: utilization, truncation and
    splits of every strategy at 512, 2048 and 8192 tokens on the train split (what the Packing tab
    compares).
@@ -142,6 +145,7 @@ class Job:
     dest_batch: np.ndarray  # ... and the shard (record batch) each goes to
     summary: dict  # per split: documents + packing stats
     compare: dict  # strategy@seq_len -> stats on the train split
+    mixture: dict | None = None  # the realized mixture (lab.mixture.Plan.to_json), when the config has one
 
     @property
     def n_batches(self) -> int:
@@ -193,11 +197,14 @@ def prepare(cfg: Config, layout: RunLayout) -> Job:
     tok = tokenize.load(layout, sha)  # refuses a tokenizer.json that changed
     keys, doc_ids, counts = _kept_lengths(cfg, layout, sha)
     order, is_val = order_and_split(doc_ids, cfg.pack.shuffle_seed, cfg.pack.val_fraction)
+    mixture = _mixture(cfg, layout, doc_ids)
     shards: list[ShardTask] = []
     summary: dict = {}
     compare: dict = {}
     k = cfg.pack.shard_sequences
     for split, members in (("train", order[~is_val]), ("val", order[is_val])):
+        if mixture is not None:
+            members = with_copies(members, mixture.repeats, doc_ids, cfg.pack.shuffle_seed)
         lengths = counts[members] + 1  # + EOD
         p = pack.plan(lengths, cfg.pack.seq_len, cfg.pack.strategy, seed=cfg.pack.shuffle_seed)
         summary[split] = {"documents": int(members.size), **p.stats(lengths)}
@@ -212,8 +219,49 @@ def prepare(cfg: Config, layout: RunLayout) -> Job:
     dest_batch = np.concatenate([np.full(t.doc_ids.size, t.batch, dtype=np.int32) for t in shards]) if shards \
         else np.zeros(0, dtype=np.int32)
     by_doc = np.argsort(dest_doc, kind="stable")
+    dest_doc, dest_batch = dest_doc[by_doc], dest_batch[by_doc]
+    if mixture is not None:  # a document's copies in one shard are read once
+        keep = np.ones(dest_doc.size, dtype=bool)
+        keep[1:] = (dest_doc[1:] != dest_doc[:-1]) | (dest_batch[1:] != dest_batch[:-1])
+        dest_doc, dest_batch = dest_doc[keep], dest_batch[keep]
     return Job(sha, token_dtype(tok.get_vocab_size()), tok.token_to_id(tokenize.EOD), tok.token_to_id(tokenize.PAD),
-               tok.get_vocab_size(), keys, shards, dest_doc[by_doc], dest_batch[by_doc], summary, compare)
+               tok.get_vocab_size(), keys, shards, dest_doc, dest_batch, summary, compare,
+               mixture.to_json() if mixture is not None else None)
+
+
+def _mixture(cfg: Config, layout: RunLayout, doc_ids: np.ndarray):
+    """The config's mixture realized over the kept documents (``lab.query.mixture_plan``); None without one."""
+    if not cfg.mixture.active:
+        return None
+    from lab import query
+
+    plan = query.mixture_plan(query.open_run(layout.root, refresh=True), cfg)
+    rows = query.mixture_rows(layout.root, cfg)["doc_id"].to_numpy()
+    if not np.array_equal(rows, doc_ids):
+        raise IntegrityError(f"the mixture's kept documents ({rows.size}) are not the tokenized kept documents "
+                             f"({doc_ids.size}) in {layout.root}; rerun `corpus-lab run` with the same config")
+    return plan
+
+
+def with_copies(members: np.ndarray, repeats: np.ndarray, doc_ids: np.ndarray, seed: int) -> np.ndarray:
+    """``members`` (positions into ``doc_ids``, in shuffled order) with each one ``repeats[m]`` times (0:
+    left out), every copy placed by the shuffle's key of its document and copy number: copy 0 keeps its
+    document's place, so with one copy each the order is the shuffle's own.
+
+    >>> ids = np.array([10, 11, 12])
+    >>> order, _ = order_and_split(ids, 0, 0.0)
+    >>> with_copies(order, np.array([1, 1, 1]), ids, 0).tolist() == order.tolist()
+    True
+    >>> sorted(with_copies(order, np.array([2, 0, 1]), ids, 0).tolist())
+    [0, 0, 2]
+    """
+    n = repeats[members]
+    pos = np.repeat(members, n)
+    copy = np.arange(pos.size) - np.repeat(np.cumsum(n) - n, n)
+    with np.errstate(over="ignore"):
+        key = doc_ids[pos].astype(np.int64) ^ (copy.astype(np.int64) * np.int64(0x9E3779B1))
+    # the shuffle's own order for copy 0 (order_and_split: lexsort of (doc_id, mix)); later copies by their key
+    return pos[np.lexsort((copy, doc_ids[pos], _mix(key, seed, 1)))]
 
 
 def staging(layout: RunLayout) -> Path:
@@ -285,8 +333,12 @@ def finish(cfg: Config, layout: RunLayout, job: Job, infos: list[ShardInfo]) -> 
     shutil.rmtree(layout.tokens, ignore_errors=True)
     tmp.rename(layout.tokens)
     write_json({"chosen": {"strategy": cfg.pack.strategy, "seq_len": cfg.pack.seq_len}, "train": job.compare,
-                "splits": job.summary}, layout.packing_stats)
-    return {"tokenizer_sha256": job.sha256, "config_hash": cfg.config_hash(), "splits": job.summary}
+                "splits": job.summary, **({"mixture": job.mixture} if job.mixture is not None else {})},
+               layout.packing_stats)
+    out = {"tokenizer_sha256": job.sha256, "config_hash": cfg.config_hash(), "splits": job.summary}
+    if job.mixture is not None:
+        out["mixture"] = job.mixture
+    return out
 
 
 def start(layout: RunLayout) -> None:

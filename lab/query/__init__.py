@@ -29,7 +29,8 @@ The modules, each importing only those above it (``run`` reaches the funnel's me
 - ``reports``: what the url and decontamination stages found (per category, per evaluation set);
 - ``browse``, ``distribution``, ``labelling``: the judging loop's read side (documents, histograms and
   changes, labels and precision);
-- ``calibration``: each language's own distributions, for per-language thresholds (``lab.calibrate``).
+- ``calibration``: each language's own distributions, for per-language thresholds (``lab.calibrate``);
+- ``mixture``: the kept documents by mixture bucket, and the mixture realized over them (``lab.mixture``).
 
 Every name is re-exported here: callers write ``from lab import query; query.funnel(...)``.
 """
@@ -122,3 +123,4 @@ from lab.query.browse import *  # noqa: F401,F403
 from lab.query.calibration import *  # noqa: F401,F403
 from lab.query.distribution import *  # noqa: F401,F403
 from lab.query.labelling import *  # noqa: F401,F403
+from lab.query.mixture import mixture_plan, mixture_report, mixture_rows  # noqa: F401
