@@ -23,6 +23,7 @@ from apps.views.dedup import DedupTab
 from apps.views.export import ExportTab
 from apps.views.funnel import FunnelTab
 from apps.views.labels import LabelsTab
+from apps.views.mixture import MixtureTab
 from apps.views.planner import PlannerTab
 from apps.views.tokens import TokensTab
 from lab import query
@@ -57,15 +58,17 @@ class Dashboard:
         self.planner = PlannerTab(self.sel, dispatch, self._when_shown("Planner"))
         self.export = ExportTab(self.sel, self._when_shown("Export"))
         self.tokens = TokensTab(self.sel.run_dir, dispatch, self._when_shown("Fertility & packing"))
+        self.mixture = MixtureTab(self.sel, dispatch, self._when_shown("Mixture"))
         self.tabs = pn.Tabs(self.funnel.view, self.labels.view, self.dedup.view, self.tokens.view,
-                            self.planner.view, self.export.view, dynamic=True, sizing_mode="stretch_width")
+                            self.mixture.view, self.planner.view, self.export.view, dynamic=True,
+                            sizing_mode="stretch_width")
         if self.link_error:
             self.funnel.report(self.link_error)
         # the URL follows the selection in the message that shows its numbers (the browser's history
         # update and its echo of the new address come after the numbers, not before them)
         self.funnel.with_numbers.append(self._to_url)
         # the tabs behind the Funnel compute when opened, not on every slider release
-        self.followers = [self.labels, self.dedup, self.tokens, self.planner, self.export]
+        self.followers = [self.labels, self.dedup, self.tokens, self.mixture, self.planner, self.export]
         self.tabs.param.watch(self._opened, "active")
         self.view = pn.Column(panes.HTML(f"<h2 style='margin:4px 0'>corpus-lab · <code>{self.sel.run_dir}</code></h2>"),
                               self.tabs, sizing_mode="stretch_width", stylesheets=[CSS])

@@ -24,7 +24,8 @@ import param
 import polars as pl
 
 from lab import knobs, labels, neardup, plan, query
-from lab.config import Config, dumps, load, to_dict
+from lab.config import Config, build, dumps, load, to_dict
+from lab.mixture import MixtureConfig
 from lab.errors import ConfigError
 from lab.stages import STAGE_NAMES, near_dedup
 
@@ -85,6 +86,8 @@ class Selection(param.Parameterized):
                           doc="one language's thresholds, funnel and histograms (its documents only), or every language's")
     user = param.String(default="", doc="who labels (from --basic-auth, or typed in)")
     labels_changed = param.Event(doc="a label was stored (the precision table follows)")
+    mixture = param.ClassSelector(class_=MixtureConfig, default=None, allow_None=True,
+                                  doc="the mixture chosen on the Mixture tab (None: the run's config's)")
 
     def __init__(self, run_dir: str | Path, **params: Any) -> None:
         lang = params.pop("lang", ALL_LANGUAGES)
@@ -184,10 +187,12 @@ class Selection(param.Parameterized):
     # --- derived ----------------------------------------------------------------------------------
 
     def _config_of(self, moved: dict[str, Any]) -> Config:
-        key = tuple(sorted(moved.items(), key=lambda kv: kv[0]))
+        key = (tuple(sorted(moved.items(), key=lambda kv: kv[0])), self.mixture)
         cfg = self._configs.get(key)
         if cfg is None:
             cfg = knobs.apply(self.base, moved)
+            if self.mixture is not None:
+                cfg = dataclasses.replace(cfg, mixture=self.mixture)
             if len(self._configs) > 64:
                 self._configs.clear()
             self._configs[key] = cfg
@@ -278,6 +283,30 @@ class Selection(param.Parameterized):
 
     def export_command(self, path: str = "corpus-lab-config.yaml") -> str:
         return f"corpus-lab run --config {path} --mode batch"
+
+    # --- the mixture ----------------------------------------------------------------------------------
+
+    def set_mixture(self, mixture: MixtureConfig | dict | None) -> None:
+        """Choose the mixture (a ``MixtureConfig`` or its plain data, as under ``mixture:`` in a config; None:
+        the run's); checked against the run first: a bucket no kept document is in is a ConfigError and
+        changes nothing."""
+        if isinstance(mixture, dict):
+            mixture = build(MixtureConfig, mixture, "mixture")
+        if mixture is not None:
+            query.mixture_plan(self.run, dataclasses.replace(self.config, mixture=mixture))
+        self.mixture = None if mixture == self.base.mixture else mixture
+
+    def mixture_plan(self, config: Config | None = None):
+        """The selection's mixture realized over its kept documents (``lab.query.mixture_plan``)."""
+        return query.mixture_plan(self.run, self.config if config is None else config)
+
+    def mixture_buckets(self, by: tuple[str, ...], quality_edges: tuple[float, ...] = (0.5,)) -> pl.DataFrame:
+        """The buckets of ``by`` over the selection's kept documents: bucket, documents, tokens (what a budget
+        is set against)."""
+        cfg = dataclasses.replace(self.config, mixture=MixtureConfig(by=by, quality_edges=quality_edges))
+        rows = query.mixture_rows(self.run, cfg)
+        return (rows.group_by("bucket").agg(documents=pl.len(), tokens=pl.col("n_tokens").sum())
+                .sort("tokens", descending=True))
 
     # --- labels -----------------------------------------------------------------------------------
 
@@ -464,12 +493,20 @@ class Planner:
         return plan.from_funnel(self.sel.funnel(config=cfg), self.measured)
 
     def result(self, config: Config | None = None) -> dict:
-        m = self.inputs(config)
+        cfg = self.sel.config if config is None else config
+        m = self.inputs(cfg)
         return plan.plan(self.token_target, self.days, self.gpus, retentions=m["retention"]["bytes"],
                          bytes_per_token=m["bytes_per_token"] or 4.0,
                          stage_cpu_seconds_per_byte=m["stage_cpu_seconds_per_byte"],
                          deadline_days=self.deadline_days, bytes_per_token_on_disk=self.bytes_per_token_on_disk,
-                         raw_per_text_byte=m.get("raw_per_text_byte", 1.0))
+                         raw_per_text_byte=m.get("raw_per_text_byte", 1.0), mixture_factor=self.mixture_factor(cfg))
+
+    def mixture_factor(self, config: Config) -> float:
+        """The mixture's tokens per kept token (1 without a mixture, or with nothing kept)."""
+        if not config.mixture.active:
+            return 1.0
+        j = self.sel.mixture_plan(config).to_json()
+        return j["tokens_after"] / j["tokens_before"] if j["tokens_before"] and j["tokens_after"] else 1.0
 
     def against_run(self, config: Config | None = None) -> dict:
         """The plan of the selection beside the plan of the run's own config, and what differs."""

@@ -342,15 +342,22 @@ def _measured(funnel: Sequence[Mapping], *, run: str | None, costs: dict[str, fl
 
 def plan(token_target: float, days: float, gpus: int, *, retentions: Retentions, bytes_per_token: float,
          stage_cpu_seconds_per_byte: Mapping[str, float], deadline_days: float,
-         bytes_per_token_on_disk: float = 4, raw_per_text_byte: float = 1.0) -> dict:
+         bytes_per_token_on_disk: float = 4, raw_per_text_byte: float = 1.0, mixture_factor: float = 1.0) -> dict:
     """Everything the Planner tab shows for a token target, a training schedule and a curation deadline.
 
     ``raw_bytes`` needed (the text bytes the funnel needs, ``text_bytes``, times ``raw_per_text_byte``),
-    ``kept_bytes`` (= ``token_target * bytes_per_token``), the ``retention_product``, ``funnel`` (one row
-    per stage: ``stage``, ``retention``, ``bytes_in``, ``bytes_out``, in text bytes), ``throughput``
-    (``Throughput`` as a dict) and ``cores`` (``cores_for_deadline`` on the raw bytes, deadline in days).
+    ``kept_bytes`` (= ``token_target / mixture_factor * bytes_per_token``), the ``retention_product``,
+    ``funnel`` (one row per stage: ``stage``, ``retention``, ``bytes_in``, ``bytes_out``, in text bytes),
+    ``throughput`` (``Throughput`` as a dict) and ``cores`` (``cores_for_deadline`` on the raw bytes,
+    deadline in days). ``mixture_factor``: the mixture's tokens per kept token (``lab.mixture``: above 1
+    when it repeats documents, below when it leaves some out); the target is the mixture's tokens.
+
+    >>> plan(1e9, 1, 1, retentions={"c4": 0.5}, bytes_per_token=4, stage_cpu_seconds_per_byte={}, deadline_days=1,
+    ...      mixture_factor=2.0)["raw_bytes"]  # half the kept tokens, each read twice
+    4000000000.0
     """
-    text = raw_bytes_needed(token_target, retentions, bytes_per_token)
+    factor = _positive("mixture_factor", mixture_factor)
+    text = raw_bytes_needed(token_target / factor, retentions, bytes_per_token)
     raw = text * _positive("raw_per_text_byte", raw_per_text_byte)
     stages = _retentions(retentions)
     outs = funnel_bytes(text, retentions)
@@ -358,7 +365,8 @@ def plan(token_target: float, days: float, gpus: int, *, retentions: Retentions,
     return {
         "token_target": float(token_target),
         "bytes_per_token": float(bytes_per_token),
-        "kept_bytes": token_target * bytes_per_token,
+        "kept_bytes": token_target / factor * bytes_per_token,
+        "mixture_factor": factor,
         "raw_bytes": raw,
         "text_bytes": text,
         "retention_product": retention_product(retentions),
@@ -395,6 +403,8 @@ class Difference:
             return f"{self.key.removeprefix('retention.')} keeps {self.base:.2%} -> {self.current:.2%} of its bytes"
         if self.key == "bytes_per_token":
             return f"bytes per token {self.base:.3g} -> {self.current:.3g}"
+        if self.key == "mixture_factor":
+            return f"mixture tokens per kept token {self.base:.3g} -> {self.current:.3g}"
         ratio = f" (x{self.current / self.base:.3g})" if self.base else ""
         if self.key == "raw_bytes":
             return f"raw bytes needed {_bytes(self.base)} -> {_bytes(self.current)}{ratio}"
@@ -439,8 +449,8 @@ def compare(current: Mapping, base: Mapping, *, rel: float = 1e-9) -> list[Diffe
         raise ConfigError(f"the plans have different stages ({', '.join(stages_a)} vs {', '.join(stages_b)}); "
                           "compare plans of the same run")
     out = []
-    for key in ("retention_product", "bytes_per_token", "raw_bytes"):
-        if not math.isclose(base[key], current[key], rel_tol=rel):
+    for key in ("retention_product", "bytes_per_token", "mixture_factor", "raw_bytes"):
+        if key in base and key in current and not math.isclose(base[key], current[key], rel_tol=rel):
             out.append(Difference(key, float(base[key]), float(current[key])))
     a, b = base.get("cores", {}).get("cores"), current.get("cores", {}).get("cores")
     if a is not None and b is not None and not math.isclose(a, b, rel_tol=rel):

@@ -14,6 +14,7 @@ exported value being the shown one. Screenshots go to ``test-artifacts/``.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -554,5 +555,33 @@ def test_a_language_has_its_thresholds_funnel_and_link(served, browser):
     assert _wait_for(page, lambda: "lang=de" not in page.url and page.get_by_text("de documents").count() == 0)
     assert _box(page, knob).input_value() == str(base.stages.gopher_quality.min_stop_words)
     assert _wait_for(page, lambda: _funnel_rows(page) == _want_rows(run_dir, moved))
+    assert not errors
+    page.close()
+
+
+def test_mixture_tab_budget_gives_the_planned_tokens(served, browser):
+    """Issue 16 §7: a budget typed beside a bucket on the Mixture tab shows the bucket's tokens after and its
+    epochs as lab.query.mixture_plan realizes them, and the warning of a repeated bucket."""
+    from lab.mixture import BucketTarget, MixtureConfig
+
+    run_dir, url = served
+    page, errors = _open(browser, url)
+    page.locator(".bk-tab", has_text="Mixture").click()
+    row = page.locator(".tabulator-row", has=page.locator('.tabulator-cell[tabulator-field="bucket"]',
+                                                          has_text=re.compile("^en$"))).first
+    cell = row.locator('.tabulator-cell[tabulator-field="budget"]')
+    cell.wait_for(timeout=30_000)
+    base = load(run_dir / "config.yaml")
+    en = query.mixture_rows(run_dir, base).filter(pl.col("bucket") == "all")["n_tokens"].sum()
+    target = 3 * en
+    cell.click()
+    cell.locator("input").fill(str(target))
+    cell.locator("input").press("Enter")
+    cfg = dataclasses.replace(base, mixture=MixtureConfig(by=("lang",), buckets=(BucketTarget("en", tokens=target),)))
+    want = next(r for r in query.mixture_plan(run_dir, cfg).report if r["bucket"] == "en")
+    after = row.locator('.tabulator-cell[tabulator-field="tokens after"]')
+    assert _wait_for(page, lambda: after.inner_text().replace(",", "") == str(want["tokens_after"]))
+    assert _wait_for(page, lambda: page.get_by_text(re.compile(r"'en': its budget is more than .* 3\.00 epochs")).count() == 1)
+    page.screenshot(path=str(ARTIFACTS / "mixture.png"), full_page=True)
     assert not errors
     page.close()

@@ -411,3 +411,38 @@ def test_the_document_viewer_follows_the_language(run_dir):
     tab.lang.value = "(all)"
     de = Viewer(s, view="kept", lang="de").count()
     assert v.model.lang is None and v.lang.value == "(any)" and v.model.count() > de > 0
+
+
+def test_the_mixture_tab_plans_what_materialize_writes(tokens_run):
+    """Budgets typed beside the buckets become the selection's mixture: the table's tokens after and epochs
+    are lab.query.mixture_plan's, the Planner plans the mixture's tokens, Export writes it; a bad budget
+    is shown and changes nothing."""
+    import dataclasses
+
+    from apps.store import Planner
+    from apps.views.mixture import MixtureTab
+    from lab.mixture import MixtureConfig
+
+    s = Selection(tokens_run.run_dir)
+    tab = MixtureTab(s, Dispatch(None))
+    df = tab.table.value.copy()
+    assert df["bucket"].tolist()[0] == "en" and df["budget"].isna().all()  # the run has no mixture
+    en = int(df.loc[df["bucket"] == "en", "tokens"].iloc[0])
+    df.loc[df["bucket"] == "en", "budget"] = 2 * en
+    tab.table.value = df
+    tab._apply()
+    assert s.config.mixture == MixtureConfig(by=("lang",), buckets=(
+        __import__("lab.mixture").mixture.BucketTarget("en", tokens=2 * en),))
+    plan = query.mixture_plan(tokens_run.run_dir, s.config)
+    row = tab.table.value.set_index("bucket").loc["en"]
+    want = next(r for r in plan.report if r["bucket"] == "en")
+    assert row["tokens after"] == want["tokens_after"] and row["epochs"] == want["epochs"] == pytest.approx(2, abs=0.05)
+    assert "in the mixture" in tab.summary.object and "2.0" in tab.summary.object  # its epochs warning
+    p = Planner(s)
+    assert p.result()["mixture_factor"] == pytest.approx(plan.tokens / sum(r["tokens_before"] for r in plan.report))
+    assert loads(s.export_yaml()).mixture == s.config.mixture
+    before = s.config
+    tab.kind.value = "weight"  # budgets of thousands read as weights: refused, shown, nothing changes
+    assert tab.error.visible and "weight" in tab.error.object and s.config == before
+    s.set_mixture(None)
+    assert s.config.mixture == s.base.mixture == dataclasses.replace(MixtureConfig())

@@ -33,7 +33,7 @@ class ExportTab:
         self.download = pn.widgets.FileDownload(callback=lambda: io.StringIO(self.sel.export_yaml()),
                                                 filename="corpus-lab-config.yaml", label="Download config",
                                                 color="primary", width=200)
-        sel.param.watch(lambda e: self.shown.run(self.show), ["moved"])
+        sel.param.watch(lambda e: self.shown.run(self.show), ["moved", "mixture"])
         self.view = pn.Column(self.download, self.changes, self.text, name="Export", sizing_mode="stretch_width")
         self.shown.run(self.show)
 
@@ -41,6 +41,8 @@ class ExportTab:
         name = self.sel.run_name()
         self.changes.object = (f"<p>Run name: <b>{html.escape(name)}</b> (the explored run is "
                                f"<code>{html.escape(self.sel.base.name)}</code>: a batch run lands beside it)</p>"
-                               + changes_html(self.sel.diff()))
+                               + changes_html(self.sel.diff())
+                               + ("<p><b>Mixture</b> changed on the Mixture tab: see <code>mixture:</code> below.</p>"
+                                  if self.sel.config.mixture != self.sel.base.mixture else ""))
         self.text.object = (f"```yaml\n{self.sel.export_yaml()}```\n\nRun it in batch:\n\n"
                             f"    {self.sel.export_command()}")

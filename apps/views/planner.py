@@ -18,8 +18,10 @@ from lab.errors import LabError
 
 def plan_markdown(r: dict, deadline_days: float) -> str:
     t, c = r["throughput"], r["cores"]
+    mix = r.get("mixture_factor", 1.0)
+    mixture = (f" The mixture makes **{mix:.3g}** tokens of each kept token (Mixture tab)." if mix != 1.0 else "")
     return (f"Retention **{fmt.share(r['retention_product'])}** of the bytes, **{r['bytes_per_token']:.2f}** bytes per "
-            f"token (kept documents), **{c['bytes_per_s_per_core'] / 1e6:.2f} MB/s** per core over all stages.\n\n"
+            f"token (kept documents), **{c['bytes_per_s_per_core'] / 1e6:.2f} MB/s** per core over all stages.{mixture}\n\n"
             f"| | |\n|---|---:|\n| raw bytes needed | {r['raw_bytes'] / 1e12:,.1f} TB |\n"
             f"| kept bytes | {r['kept_bytes'] / 1e12:,.1f} TB |\n"
             f"| tokens/s overall | {t['tokens_per_s']:,.0f} |\n| tokens/s per GPU | {t['per_gpu']:,.0f} |\n"
@@ -53,7 +55,7 @@ class PlannerTab:
         self.chart = pn.pane.Matplotlib(dpi=72, height=280, tight=True)
         for w in (self.target, self.days, self.gpus, self.deadline, self.disk):
             w.param.watch(lambda e: self.refresh(), "value")
-        sel.param.watch(lambda e: self.shown.run(self.refresh), ["moved"])
+        sel.param.watch(lambda e: self.shown.run(self.refresh), ["moved", "mixture"])
         self.view = pn.Row(pn.Column(self.target, self.days, self.gpus, self.deadline, self.disk, width=290),
                            pn.Column(self.differs, self.out, self.chart, sizing_mode="stretch_width"),
                            name="Planner", sizing_mode="stretch_width")
