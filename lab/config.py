@@ -195,12 +195,14 @@ class EngineConfig:
     retries: int = 2  # times a failing partition task is retried before it is quarantined
     workers_timeout: float = 60.0  # seconds to wait for an existing scheduler to have a worker
     connect_timeout: float = 10.0  # seconds to reach an existing scheduler before the run fails
+    inprocess_bytes: int = 16 * 2**20  # inputs up to this size run in this process (no cluster to start) unless a scheduler or n_workers is given; 0: always a cluster
 
     def __post_init__(self) -> None:
         check("n_workers", self.n_workers, self.n_workers >= 0, ">= 0 (0 = one per core)")
         check("workers_timeout", self.workers_timeout, self.workers_timeout > 0, "> 0 seconds")
         check("connect_timeout", self.connect_timeout, self.connect_timeout > 0, "> 0 seconds")
         check("retries", self.retries, self.retries >= 0, ">= 0")
+        check("inprocess_bytes", self.inprocess_bytes, self.inprocess_bytes >= 0, ">= 0 bytes (0: always a cluster)")
         check("memory_limit", self.memory_limit, bool(_MEMORY.fullmatch(self.memory_limit.strip())),
               "'auto', a size such as 4GiB or 500MB, or a fraction of the machine such as 0.5")
         if self.scheduler is not None:

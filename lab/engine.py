@@ -15,7 +15,9 @@ tasks go through ``map_tasks``: submit, a progress bar, retries, results in task
   tests and notebooks that only need a finished run use). The outputs are byte for byte the same.
 - Cluster: a ``LocalCluster`` of worker processes with one thread each, one per core, unless
   ``engine.scheduler`` names an existing scheduler (``tcp://host:8786``); then the run directory
-  must be on a filesystem every worker sees.
+  must be on a filesystem every worker sees. A small input (``engine.inprocess_bytes``, 16 MiB) with
+  neither a scheduler nor ``engine.n_workers`` given runs in this process instead (``in_process``):
+  a LocalCluster's start-up would cost more than its tasks.
 - Resume: a partition whose ``stats/part-KEY.json`` exists (written last, atomically) and whose
   signals hash matches the config is skipped, so a killed run resumes where it stopped and a
   rerun is idempotent. Outputs do not depend on the number of workers or on the resume point.
@@ -406,8 +408,23 @@ def run(cfg: Config, *, progress: bool = True, overwrite: bool = False, client: 
         return _run(cfg, progress=progress, overwrite=overwrite, client=client)
 
 
+def in_process(cfg: Config, input_bytes: int) -> bool:
+    """Whether a run with no client given runs in this process: its input is small (``engine.inprocess_bytes``)
+    and neither a scheduler nor a number of workers is asked for. Starting a LocalCluster costs seconds
+    (worker processes, imports); below a few MB the tasks take less.
+
+    >>> from lab.config import Config
+    >>> in_process(Config(), 1_000_000), in_process(Config(), 10**9)
+    (True, False)
+    """
+    eng = cfg.engine
+    return not eng.scheduler and eng.n_workers == 0 and input_bytes <= eng.inprocess_bytes
+
+
 def _run(cfg: Config, *, progress: bool, overwrite: bool, client: object | None) -> dict:
     layout, parts = steps.prepare(cfg, overwrite=overwrite)
+    if client is None and in_process(cfg, sum(p.size for p in parts)):
+        client = INPROCESS
     if client is not None and client != INPROCESS and cfg.engine.scheduler:
         _check_run_dir_shared(getattr(client, "client", client), layout)
     shash = cfg.signals_hash()
@@ -419,7 +436,10 @@ def _run(cfg: Config, *, progress: bool, overwrite: bool, client: object | None)
     dedup_state = steps.dedup_state(cfg, layout, parts, buckets)
     did = {"annotate": {"partitions_run": len(todo), "partitions_reused": len(parts) - len(todo)},
            "near_dedup": "reused", "boilerplate": "reused", "tokenizer": "reused" if cfg.tokenizer.enabled else "disabled",
-           "tokenize": {"partitions_run": 0}, "materialize": "reused" if cfg.tokenizer.enabled else "disabled"}
+           "tokenize": {"partitions_run": 0}, "materialize": "reused" if cfg.tokenizer.enabled else "disabled",
+           # where the tasks ran: this process, a LocalCluster, or the scheduler's workers
+           "executor": "inprocess" if client == INPROCESS else "scheduler" if cfg.engine.scheduler
+           else "cluster" if client is None else "client"}
     if (todo or not steps.dedup_complete(layout, dedup_state)
             or not steps.boilerplate_complete(layout, steps.boilerplate_state(cfg, layout, parts, buckets))
             or not steps.tokenize_complete(cfg, layout, parts)

@@ -426,3 +426,18 @@ def test_mixed_formats_conserve_records_and_bytes(tmp_path, synthetic):
     got += cur.execute("SELECT sum(raw_bytes) FROM rejects WHERE source LIKE 'texts/%'").fetchone()[0]
     assert got == text_bytes
     assert any("binary" in r for r in rej["reason"])
+
+
+def test_a_small_input_runs_in_this_process_unless_workers_are_asked_for(synthetic, tmp_path):
+    """Issue 17: no cluster to start for a small input (``engine.inprocess_bytes``); the same bytes as on a
+    cluster (test_cluster), and a cluster as soon as n_workers (or a scheduler) is given."""
+    import dataclasses
+
+    from lab.config import EngineConfig
+
+    cfg = dataclasses.replace(config(synthetic, tmp_path, "small"), engine=EngineConfig())
+    m = engine.run(cfg, progress=False)
+    assert m["last_run"]["steps"]["executor"] == "inprocess"
+    assert not engine.in_process(dataclasses.replace(cfg, engine=EngineConfig(n_workers=1)), 1)
+    assert not engine.in_process(dataclasses.replace(cfg, engine=EngineConfig(inprocess_bytes=0)), 1)
+    assert not engine.in_process(cfg, cfg.engine.inprocess_bytes + 1)
