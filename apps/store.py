@@ -481,6 +481,12 @@ class Planner:
     gpus: int = 256
     deadline_days: float = 7.0
     bytes_per_token_on_disk: int = 4
+    prices: plan.Prices = field(default_factory=plan.Prices)
+    margin: float = plan.MARGIN  # raw input provisioned per raw byte the funnel needs
+    storage_months: float = 1.0
+    corpus_tb: float = 100.0  # a corpus size (raw TB) to price ...
+    cores: int = 512  # ... on this many cores
+    preset: str = "deepseek-v3-class"
     measured: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -509,6 +515,22 @@ class Planner:
         return j["tokens_after"] / j["tokens_before"] if j["tokens_before"] and j["tokens_after"] else 1.0
 
     def against_run(self, config: Config | None = None) -> dict:
-        """The plan of the selection beside the plan of the run's own config, and what differs."""
+        """The plan of the selection beside the plan of the run's own config, and what differs; the
+        selection's priced (``lab.plan.priced``), a corpus size's days on ``cores``, and the published
+        funnel ``preset`` for the same target beside it."""
         mine, theirs = self.result(config), self.result(self.sel.base)
-        return {"selection": mine, "run": theirs, "differs": plan.compare(mine, theirs)}
+        m = self.inputs(config)
+        costs = m["stage_cpu_seconds_per_byte"]
+        preset = plan.plan(self.token_target, self.days, self.gpus, retentions=plan.preset_retentions(self.preset),
+                           bytes_per_token=mine["bytes_per_token"], stage_cpu_seconds_per_byte={},
+                           deadline_days=self.deadline_days, bytes_per_token_on_disk=self.bytes_per_token_on_disk,
+                           raw_per_text_byte=m.get("raw_per_text_byte", 1.0), mixture_factor=mine["mixture_factor"])
+        corpus = self.corpus_tb * 1e12
+        return {"selection": mine, "run": theirs, "differs": plan.compare(mine, theirs),
+                "priced": plan.priced(mine, self.prices, margin=self.margin, gpus=self.gpus, days=self.days,
+                                      storage_months=self.storage_months,
+                                      bytes_per_token_on_disk=self.bytes_per_token_on_disk),
+                "corpus": {"raw_bytes": corpus, "cores": self.cores,
+                           "days": plan.days_to_curate(corpus, self.cores, costs) if costs else None,
+                           "tokens": corpus / mine["raw_bytes"] * self.token_target},
+                "preset": {"name": self.preset, "plan": preset}}

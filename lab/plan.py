@@ -378,6 +378,74 @@ def plan(token_target: float, days: float, gpus: int, *, retentions: Retentions,
     }
 
 
+# --- prices, a margin, and a published funnel beside the run's
+
+
+@dataclass(frozen=True)
+class Prices:
+    """What an hour of a core or a GPU and a month of storage cost (the Planner's fields; set yours).
+    The defaults are round example figures of public cloud list prices, not a quote."""
+
+    cpu_hour: float = 0.05  # dollars per core-hour (curation)
+    gpu_hour: float = 2.50  # dollars per GPU-hour (training)
+    storage_tb_month: float = 23.0  # dollars per TB-month (object storage of the raw input and the shards)
+
+
+MARGIN = 2.0  # raw input provisioned per raw byte the funnel needs: large pipelines provision 2-3x
+# DESIGN §7's DeepSeek-V3-class funnel: 8 stages whose retentions multiply to ~0.0095
+PRESETS: dict[str, tuple[float, ...]] = {"deepseek-v3-class": (0.50, 0.40, 0.50, 0.50, 0.50, 0.40, 0.95, 1.00)}
+
+
+def preset_retentions(name: str) -> dict[str, float]:
+    """A published funnel as ``plan``'s ``retentions`` (stages named by position).
+
+    >>> r = preset_retentions("deepseek-v3-class"); round(retention_product(r), 4), list(r)[:2]
+    (0.0095, ['stage 1', 'stage 2'])
+    """
+    if name not in PRESETS:
+        raise ConfigError(f"preset={name!r} is not allowed: must be one of {', '.join(PRESETS)}")
+    return {f"stage {i + 1}": r for i, r in enumerate(PRESETS[name])}
+
+
+def priced(p: Mapping, prices: Prices = Prices(), *, margin: float = MARGIN, gpus: int = 0, days: float = 0.0,
+           storage_months: float = 1.0, bytes_per_token_on_disk: float = 4) -> dict:
+    """The dollars of a plan (``plan``'s result): curation (its CPU seconds on the provisioned input, at
+    ``cpu_hour``), training (``gpus`` x ``days`` at ``gpu_hour``) and storage (the provisioned raw input and
+    the token shards for ``storage_months`` at ``storage_tb_month``). ``margin`` multiplies the raw input
+    the funnel needs (what to provision) and the curation CPU with it.
+
+    >>> p = plan(1e12, 10, 8, retentions={"a": 0.5}, bytes_per_token=4, stage_cpu_seconds_per_byte={"a": 1e-6},
+    ...          deadline_days=1)
+    >>> c = priced(p, Prices(cpu_hour=0.05, gpu_hour=2.5, storage_tb_month=23.0), margin=2.0, gpus=8, days=10)
+    >>> c["raw_bytes_provisioned"], c["cpu_hours"], c["dollars"]["curation"], c["dollars"]["training"]
+    (16000000000000.0, 4444.444444444444, 222.22222222222223, 4800.0)
+    >>> round(c["dollars"]["storage"], 2), round(c["dollars"]["total"], 2)  # (16 TB raw + 4 TB shards) x 1 month
+    (460.0, 5482.22)
+    """
+    m = _positive("margin", margin)
+    raw = float(p["raw_bytes"]) * m
+    cpu_hours = float(p["cores"]["cpu_seconds"]) * m / 3600
+    shards = float(p["token_target"]) * _positive("bytes_per_token_on_disk", bytes_per_token_on_disk)
+    months = _non_negative("storage_months", storage_months)
+    dollars = {"curation": cpu_hours * _non_negative("cpu_hour", prices.cpu_hour),
+               "training": _non_negative("gpus", gpus) * _non_negative("days", days) * 24
+               * _non_negative("gpu_hour", prices.gpu_hour),
+               "storage": (raw + shards) / 1e12 * months * _non_negative("storage_tb_month", prices.storage_tb_month)}
+    dollars["total"] = sum(dollars.values())
+    return {"margin": m, "raw_bytes_provisioned": raw, "cpu_hours": cpu_hours, "shard_bytes": shards,
+            "dollars": dollars, "prices": asdict(prices)}
+
+
+def days_to_curate(raw_bytes: float, cores: float, stage_cpu_seconds_per_byte: Mapping[str, float]) -> float:
+    """Days ``cores`` take to push ``raw_bytes`` through every stage at the measured costs.
+
+    >>> days_to_curate(86_400e6, 10, {"a": 1e-6})  # 86,400 CPU-seconds on 10 cores
+    0.1
+    """
+    per_byte = sum(_costs(stage_cpu_seconds_per_byte).values())
+    return _positive("raw_bytes", raw_bytes) * per_byte / _positive("cores", cores) / SECONDS_PER_DAY
+
+
 # --- the session's plan against the run's
 
 

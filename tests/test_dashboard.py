@@ -123,6 +123,19 @@ def test_planner_follows_the_selection(run_dir):
     moved = p.against_run()
     assert moved["run"]["retention_product"] == same["selection"]["retention_product"]
     assert moved["selection"]["retention_product"] == r2["retention_product"]
+    # priced: the provisioned input is the raw bytes needed times the margin; training is GPUs x days x price
+    from lab.plan import Prices, preset_retentions, retention_product
+
+    p.prices, p.margin = Prices(cpu_hour=0.1, gpu_hour=3.0, storage_tb_month=20.0), 2.5
+    a = p.against_run()
+    assert a["priced"]["raw_bytes_provisioned"] == pytest.approx(2.5 * a["selection"]["raw_bytes"])
+    assert a["priced"]["dollars"]["training"] == pytest.approx(8 * 10 * 24 * 3.0)
+    assert a["priced"]["cpu_hours"] == pytest.approx(2.5 * a["selection"]["cores"]["cpu_seconds"] / 3600)
+    pre = a["preset"]["plan"]
+    assert pre["retention_product"] == pytest.approx(retention_product(preset_retentions("deepseek-v3-class")))
+    assert pre["raw_bytes"] > a["selection"]["raw_bytes"]  # the published funnel keeps far less than the sample's
+    assert a["corpus"]["days"] == pytest.approx(a["corpus"]["raw_bytes"] * sum(
+        p.inputs()["stage_cpu_seconds_per_byte"].values()) / p.cores / 86400)
 
 
 def test_clusters_follow_the_funnel_threshold(run_dir):
