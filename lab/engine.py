@@ -41,7 +41,7 @@ import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Protocol
 
-from lab import __version__, manifest, neardup, steps
+from lab import __version__, costs, manifest, neardup, steps
 from lab.annotate import REPORT_EVERY_S, annotate_partition
 from lab.config import Config
 from lab.errors import ConfigError, DiskFullError
@@ -340,7 +340,8 @@ def _bar(progress: bool, total: int, *, desc: str, unit: str, scale: bool = Fals
 def map_tasks(ex: Executor, fn: Callable, tasks: dict[str, tuple], *, prefix: str, retries: int = 0, bar=None,
               sizes: dict[str, int] | None = None, reports: str | None = None,
               on_error: Callable[[str, BaseException], Any] | None = None,
-              on_result: Callable[[str, Any], None] | None = None, gather: bool = True) -> list:
+              on_result: Callable[[str, Any], None] | None = None, gather: bool = True,
+              cost: tuple[str, str] | None = None) -> list:
     """``fn(*args)`` for every ``key -> args`` of ``tasks`` on ``ex``; the results in the order of ``tasks``.
 
     - ``prefix``: task keys are ``{prefix}-{key}`` (name the run and its state in it: two runs on one
@@ -352,6 +353,7 @@ def map_tasks(ex: Executor, fn: Callable, tasks: dict[str, tuple], *, prefix: st
     - ``on_result(key, result)``: called as each task finishes (in key order among those finishing
       together); ``gather=False`` returns the task handles instead of the results (to pass to
       further tasks, the results staying where they are).
+    - ``cost``: ``(step, run_dir)``: each task records its CPU seconds for the step (``lab.costs``).
     """
     sizes = sizes or {}
     shown = dict.fromkeys(tasks, 0)  # of each task's size, what the bar shows (reports may overshoot a
@@ -364,7 +366,10 @@ def map_tasks(ex: Executor, fn: Callable, tasks: dict[str, tuple], *, prefix: st
             bar.update(step)
 
     channel = ex.reports(reports, advance) if reports else None
-    handles = {ex.submit(fn, *args, key=f"{prefix}-{key}", retries=retries, reports=channel, item=key): key
+    def task(key: str) -> Callable:
+        return fn if cost is None else functools.partial(costs.costed, fn, cost[0], cost[1], key)
+
+    handles = {ex.submit(task(key), *args, key=f"{prefix}-{key}", retries=retries, reports=channel, item=key): key
                for key, args in tasks.items()}
     order = {key: i for i, key in enumerate(tasks)}
     out: dict[str, Any] = {}
@@ -515,22 +520,27 @@ def _near_dedup(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Partit
         return False
     keys = steps.dedup_start(layout, parts, buckets)
     started = time.time()
+    clock = costs.Step(layout.root, "near_dedup_shuffle")
     nd = cfg.stages.near_dedup
     root = str(layout.root)
     run_id = _run_id(layout, cfg.signals_hash(), state["partitions"])
     bar = _bar(progress, buckets, desc="near dedup", unit="bucket")
+    cost = ("near_dedup_shuffle", root)
     try:
         forests = map_tasks(ex, neardup.reduce_bucket, {str(b): (root, b, keys, nd) for b in range(buckets)},
-                            prefix=f"lsh-reduce-{run_id}", retries=cfg.engine.retries, bar=bar, gather=False)
+                            prefix=f"lsh-reduce-{run_id}", retries=cfg.engine.retries, bar=bar, gather=False, cost=cost)
         level = 0
         while len(forests) > 1:  # pairwise tree: no task holds more than two forests
-            forests = [ex.submit(neardup.merge_forests, *forests[i:i + 2], key=f"msf-{run_id}-{level}-{i}")
+            forests = [ex.submit(functools.partial(costs.costed, neardup.merge_forests, *cost, f"msf-{level}-{i}"),
+                                 *forests[i:i + 2], key=f"msf-{run_id}-{level}-{i}")
                        if i + 1 < len(forests) else forests[i] for i in range(0, len(forests), 2)]
             level += 1
-        nodes = ex.result(ex.submit(neardup.write_clusters, root, forests[0], key=f"clusters-{run_id}"))
+        nodes = ex.result(ex.submit(functools.partial(costs.costed, neardup.write_clusters, *cost, "clusters"), root, forests[0],
+                                    key=f"clusters-{run_id}"))
     finally:
         bar.close()
     steps.dedup_finish(layout, state, buckets, nodes, time.time() - started)
+    clock.finish(inprocess=isinstance(ex, InProcessExecutor))
     return True
 
 
@@ -546,18 +556,21 @@ def _boilerplate(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Parti
         return False
     keys = steps.boilerplate_start(layout, parts)
     started = time.time()
+    clock = costs.Step(layout.root, "boilerplate_merge")
     root = str(layout.root)
     min_docs = cfg.stages.boilerplate.min_docs
     run_id = _run_id(layout, cfg.signals_hash(), state["partitions"], str(min_docs))
     bar = _bar(progress, buckets + len(keys), desc="boilerplate", unit="task")
+    cost = ("boilerplate_merge", root)
     try:
-        rows = map_tasks(ex, linecount.reduce_bucket, {str(b): (root, b, keys) for b in range(buckets)},
-                         prefix=f"lines-reduce-{run_id}", retries=cfg.engine.retries, bar=bar)
-        map_tasks(ex, linecount.signal_partition, {k: (root, k, min_docs) for k in keys},
-                  prefix=f"lines-signal-{run_id}", retries=cfg.engine.retries, bar=bar)
+        rows = map_tasks(ex, linecount.reduce_bucket, {f"reduce-{b}": (root, b, keys) for b in range(buckets)},
+                         prefix=f"lines-reduce-{run_id}", retries=cfg.engine.retries, bar=bar, cost=cost)
+        map_tasks(ex, linecount.signal_partition, {f"signal-{k}": (root, k, min_docs) for k in keys},
+                  prefix=f"lines-signal-{run_id}", retries=cfg.engine.retries, bar=bar, cost=cost)
     finally:
         bar.close()
     steps.boilerplate_finish(layout, state, int(sum(rows)), time.time() - started)
+    clock.finish(inprocess=isinstance(ex, InProcessExecutor))
     return True
 
 
@@ -569,18 +582,25 @@ def _tokenize(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Partitio
 
     if not cfg.tokenizer.enabled:
         return {}
+    fit_clock = costs.Step(layout.root, "tokenizer_fit") if not steps.tokenizer_current(cfg, layout, parts) else None
     did, sha = steps.fit_tokenizer(cfg, layout, parts)
+    if fit_clock is not None and sha is not None:
+        fit_clock.finish()
     if sha is None:
         return did
     strip = steps.strip_state(cfg, layout, parts)
     keys = steps.tokenize_start(layout, parts, sha, strip)
+    if not keys:
+        return {**did, "tokenize": {"partitions_run": 0}}
+    clock = costs.Step(layout.root, "tokenize")
     run_id = _run_id(layout, sha, repr(strip))
     bar = _bar(progress, len(keys), desc="tokenize", unit="part")
     try:
         map_tasks(ex, tokenize.tokenize_partition, {k: (str(layout.root), k, sha, strip) for k in keys},
-                  prefix=f"tokenize-{run_id}", retries=cfg.engine.retries, bar=bar)
+                  prefix=f"tokenize-{run_id}", retries=cfg.engine.retries, bar=bar, cost=("tokenize", str(layout.root)))
     finally:
         bar.close()
+    clock.finish(inprocess=isinstance(ex, InProcessExecutor))
     return {**did, "tokenize": {"partitions_run": len(keys)}}
 
 
@@ -591,6 +611,7 @@ def _materialize(ex: Executor, cfg: Config, layout: RunLayout, *, progress: bool
 
     if not steps.materialize_needed(cfg, layout):
         return False
+    clock = costs.Step(layout.root, "materialize")
     job = materialize.prepare(cfg, layout)
     materialize.start(layout)
     root = str(layout.root)
@@ -598,12 +619,15 @@ def _materialize(ex: Executor, cfg: Config, layout: RunLayout, *, progress: bool
     dest = ex.broadcast((job.dest_doc, job.dest_batch))
     bar = _bar(progress, len(job.keys) + job.n_batches, desc="materialize", unit="task")
     try:
-        map_tasks(ex, materialize.scatter_partition, {k: (root, k, job.sha256, dest, job.n_batches) for k in job.keys},
-                  prefix=f"tokens-scatter-{run_id}", retries=cfg.engine.retries, bar=bar)
+        cost = ("materialize", root)
+        map_tasks(ex, materialize.scatter_partition,
+                  {f"scatter-{k}": (root, k, job.sha256, dest, job.n_batches) for k in job.keys},
+                  prefix=f"tokens-scatter-{run_id}", retries=cfg.engine.retries, bar=bar, cost=cost)
         infos = map_tasks(ex, materialize.write_one_shard,
                           {f"{t.split}-{t.index}": (root, job.keys, t, job.dtype, job.eod, job.pad_id) for t in job.shards},
-                          prefix=f"tokens-shard-{run_id}", retries=cfg.engine.retries, bar=bar)
+                          prefix=f"tokens-shard-{run_id}", retries=cfg.engine.retries, bar=bar, cost=cost)
     finally:
         bar.close()
     materialize.finish(cfg, layout, job, infos)
+    clock.finish(inprocess=isinstance(ex, InProcessExecutor))
     return True

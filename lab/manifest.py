@@ -17,7 +17,7 @@ import os
 import platform
 from importlib import metadata
 
-from lab import __version__
+from lab import __version__, costs
 from lab.config import Config, to_dict
 from lab.io.partitions import Partition, content_hash, files_of
 from lab.io.run import RunLayout
@@ -139,6 +139,8 @@ def write(cfg: Config, layout: RunLayout, parts: list[Partition], *, steps: dict
         # every stage in funnel order under the run's config, group rules included
         "funnel": funnel,
         "stage_cpu_seconds": {k: round(v, 3) for k, v in sorted(cpu.items())},
+        # the steps after annotate, as computed for these outputs: CPU seconds (tasks + driver) and wall seconds
+        "step_seconds": costs.recorded(layout.root),
         # the LSH shuffle: buckets (reduce tasks), clustered nodes, wall seconds of reduce + clusters
         "near_dedup": read_json(layout.dedup_done) if layout.dedup_done.exists() else {},
         # the boilerplate-line merge (lines in the count table, wall seconds) and the text rewrite it allows

@@ -26,8 +26,11 @@ run's), and ``compare`` says where the plan it gives differs from the plan of th
   is CPU seconds per *raw* byte (its CPU seconds over the run's raw input bytes, so later stages'
   smaller inputs are already folded in), and ``cores_for_deadline`` sums them with a per-stage
   breakdown. It assumes the work parallelizes perfectly and costs grow linearly with bytes
-  (DESIGN §9); it counts only the stages whose CPU time the manifest records (the annotate
-  stages), not the dedup shuffle's reduce, tokenizer fitting or packing.
+  (DESIGN §9). Every step is priced: the annotate stages (``stage_cpu_seconds``: reading, each
+  stage, the MinHash signatures) and the steps after them (``step_seconds``, ``lab.costs``: the LSH
+  shuffle, the boilerplate-line merge, the tokenizer fit, token counting, materialize), each per raw
+  byte of the run (the tokenizer fit's cost does not grow with the corpus past its sample: it is
+  priced per byte all the same, an overestimate at scale).
 - **Materialize vs recompute.** A transform costing ``C_t`` per example, applied every epoch for
   ``E`` epochs, costs ``E * C_t``; materializing it once costs ``C_t`` plus ``C_io`` extra read cost
   per example per epoch. Materializing pays when ``C_t * (1 - 1/E) > C_io`` (DESIGN §7's form,
@@ -259,7 +262,8 @@ def from_manifest(run_dir: str | Path) -> dict:
       documents' text bytes into the first stage), ``raw_per_text_byte``, ``kept_bytes`` (text),
       ``kept_tokens`` (None before tokenization; the documents' tokens, without the EOD tokens
       packing appends), ``bytes_per_token`` (``kept_bytes / kept_tokens``, or None).
-    - ``stage_cpu_seconds_per_byte``: stage -> the stage's CPU seconds over ``raw_bytes``.
+    - ``stage_cpu_seconds_per_byte``: stage (and step after annotate: ``lab.costs.STEPS``) -> its CPU
+      seconds over ``raw_bytes``.
     """
     layout = RunLayout(Path(run_dir))
     path = layout.manifest
@@ -275,7 +279,7 @@ def from_manifest(run_dir: str | Path) -> dict:
         raise NotReadyError(f"run_dir {str(run_dir)!r}: the manifest's funnel is empty (the run read no documents); "
                             "nothing to measure retention on: run inputs that hold documents first")
     raw = funnel[0].get("raw_bytes_in", funnel[0]["bytes_in"])  # a run from before text bytes: the same
-    cpu = m.get("stage_cpu_seconds", {})
+    cpu = {**m.get("stage_cpu_seconds", {}), **{step: r["cpu_s"] for step, r in m.get("step_seconds", {}).items()}}
     text = funnel[0]["bytes_in"]
     return _measured(funnel, run=str(run_dir), costs={s: sec / raw for s, sec in cpu.items()} if raw else {},
                      raw_per_text=raw / text if text and raw else 1.0)

@@ -247,6 +247,11 @@ def tokenize_complete(cfg: Config, layout: RunLayout, parts: list[Partition]) ->
         layout, parts, fit["sha256"], strip_state(cfg, layout, parts))
 
 
+def tokenizer_current(cfg: Config, layout: RunLayout, parts: list[Partition]) -> bool:
+    """Whether the fitted tokenizer is the one ``cfg`` would fit (``fit_tokenizer`` would reuse it)."""
+    return read_marker(layout.tokenizer_fit).get("state") == tokenizer_state(cfg, layout, parts)
+
+
 def fit_tokenizer(cfg: Config, layout: RunLayout, parts: list[Partition]) -> tuple[dict, str | None]:
     """Fit the run's tokenizer on its stratified sample unless the fitted one is current (reused while
     nothing it depends on changes). Returns (what it did, for the manifest's ``last_run.steps``; the

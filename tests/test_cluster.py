@@ -112,8 +112,9 @@ def run_files(run_dir: Path) -> list[str]:
 
 def deterministic(rel: str) -> bool:
     """Whether a run file's bytes must not depend on workers, faults or resume: all but the CPU
-    timings and the ``VOLATILE`` files (which hold times, the run's name and its cluster)."""
-    return rel not in VOLATILE and not rel.startswith("stats/timing-")
+    timings (``stats/timing-*``, ``stats/costs/``) and the ``VOLATILE`` files (which hold times, the run's
+    name and its cluster)."""
+    return rel not in VOLATILE and not rel.startswith(("stats/timing-", "stats/costs/"))
 
 
 def _without(obj, keys: set[str]):
@@ -126,7 +127,7 @@ def _without(obj, keys: set[str]):
 
 def comparable_manifest(run_dir: Path) -> dict:
     """The manifest without what names the run or its cluster, and without timings."""
-    m = _without(read_json(run_dir / "manifest.json"), {"seconds", "stage_cpu_seconds", "last_run", "steps"})
+    m = _without(read_json(run_dir / "manifest.json"), {"seconds", "stage_cpu_seconds", "step_seconds", "last_run", "steps"})
     m.pop("name")
     for k in ("engine", "name", "output_dir"):
         m["config"].pop(k)

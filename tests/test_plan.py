@@ -368,3 +368,21 @@ def test_from_funnel_of_the_runs_config_is_the_manifests_and_follows_a_disabled_
             (b["bytes_per_token"] / a["bytes_per_token"]) * (a["retention_product"] / b["retention_product"]))
     # on the synthetic sample, what gopher_quality drops later stages drop too; c4's drops are its own
     assert keys[:3] == ["retention_product", "bytes_per_token", "raw_bytes"] and b["raw_bytes"] < a["raw_bytes"]
+
+
+def test_every_step_is_priced_from_the_manifest(tokens_run):
+    """Issue 17: the manifest's step_seconds hold every step after annotate (CPU and wall seconds, tasks and
+    driver), and the planner's per-byte costs include them beside the annotate stages."""
+    from lab import costs
+    from lab.io.writers import read_json
+
+    m = read_json(tokens_run.run_dir / "manifest.json")
+    assert set(m["step_seconds"]) == set(costs.STEPS)
+    for step, r in m["step_seconds"].items():
+        assert r["cpu_s"] > 0 and r["wall_s"] > 0 and r["cpu_s"] >= r["driver_cpu_s"], step
+    assert m["step_seconds"]["tokenize"]["tasks"] >= 1 and m["step_seconds"]["tokenizer_fit"]["tasks"] == 0
+    measured = from_manifest(tokens_run.run_dir)
+    raw = measured["raw_bytes"]
+    for step in costs.STEPS:
+        assert measured["stage_cpu_seconds_per_byte"][step] == pytest.approx(m["step_seconds"][step]["cpu_s"] / raw)
+    assert "gopher_quality" in measured["stage_cpu_seconds_per_byte"]

@@ -256,7 +256,8 @@ def test_incremental_reruns_recompute_only_what_changed(runs, tmp_path):
     m = rerun(stages={**base["stages"], "gopher_quality": {**base["stages"]["gopher_quality"], "min_words": 400}})
     assert m["last_run"]["steps"] == {"annotate": {"partitions_run": 0, "partitions_reused": len(m["partitions"])},
                                       "near_dedup": "reused", "boilerplate": "reused", "tokenizer": "reused",
-                                      "tokenize": {"partitions_run": 0}, "materialize": "computed"}
+                                      "tokenize": {"partitions_run": 0}, "materialize": "computed",
+                                      "executor": "inprocess"}
     assert _mtimes(root, "signals", "docs", "dedup") == signals
     assert read_json(RunLayout(root).tokenizer_fit)["sha256"] == sha
     assert read_json(RunLayout(root).packing_stats)["splits"]["train"]["documents"] < kept_before
