@@ -17,7 +17,7 @@ import pytest
 
 from lab.errors import ConfigError, IntegrityError, NotReadyError
 from lab.io.shards import SplitManifest, write_manifest, write_shard
-from lab.loader import TokenLoader, stream_length, torch_dataset, verify
+from lab.loader import FeistelOrder, TokenLoader, stream_length, stream_order, torch_dataset, verify
 
 SEQ_LEN = 16
 COUNTS = (10, 3, 17, 7)  # 37 sequences
@@ -85,8 +85,9 @@ def test_verify_saving_at_the_ends(split, save_at):
 
 
 def test_order_is_the_documented_permutation(split):
-    # hand-checkable contract: stream g takes positions g, g + W, ... of default_rng((seed, epoch))
-    perm = np.random.default_rng((5, 2)).permutation(N)
+    # contract: stream g takes epoch positions g, g + W, ... of FeistelOrder(N, seed, epoch)
+    perm = np.array(FeistelOrder(N, seed=5, epoch=2)[:])
+    assert sorted(perm.tolist()) == list(range(N))
     for rank, worker in itertools.product(range(2), range(3)):
         got = [s.index for s in TokenLoader(split, **stream_kw(2, 3, rank, worker, seed=5, epoch=2))]
         assert got == perm[rank * 3 + worker::6].tolist()
