@@ -5,16 +5,17 @@ are numbered globally in shard order, then row order: shard 0's rows are ``0 .. 
 1's are ``s0 .. s0 + s1 - 1``, and so on, ``N`` in all.
 
 **Order.** Each epoch's order is a seeded bijection of ``0 .. N - 1`` computed on the fly
-(``FeistelOrder``): a balanced 4-round Feistel network over the smallest domain ``4**k >= N``
-(two halves of ``k`` bits; each round's function is splitmix64 of the half keyed by (seed, epoch,
-round)), with cycle walking (re-encrypt while the value is ``>= N``) so that it stays inside
-``0 .. N - 1``. Position ``p`` of the epoch holds sequence ``order[p]``; the same (seed, epoch, N)
-give the same order on every rank and worker without any communication, and another epoch gives
-another order. Nothing of size N is ever built: the loader turns positions into indices in blocks
-of ``BLOCK`` (numpy, vectorized), so the order costs O(1) memory at any N (N = 10**9 included).
-The order function is part of the state's ``version``, and a state also records a digest of the
-stream's first indices: a resume under another order function is refused rather than silently
-re-reading data.
+(``FeistelOrder``): a 4-round Feistel network over the smallest domain ``2**k >= N`` (halves of
+``k // 2`` and ``k - k // 2`` bits, alternating as in FF1, NIST SP 800-38G; each round's function
+is splitmix64 of a half keyed by (seed, epoch, round)), with cycle walking (encrypt again while
+the value is ``>= N``) so that it stays inside ``0 .. N - 1``: fewer than 2 encryptions per index
+on average, where a balanced network over ``4**k`` would need up to 4. Position ``p`` of the
+epoch holds sequence ``order[p]``; the same (seed, epoch, N) give the same order on every rank
+and worker without any communication, and another epoch gives another order. Nothing of size N
+is ever built: the loader turns positions into indices ``BLOCK`` at a time (vectorized numpy), so
+the order costs O(1) memory at any N (N = 10**9 included). The order function is part of the
+state's ``version``, and a state also records a digest of the stream's first indices: a resume
+under another order function is refused rather than silently re-reading data.
 
 **Streams.** A job reads with ``W = world_size * num_workers`` streams, one per (rank, worker),
 numbered ``g = rank * num_workers + worker_id``. Stream ``g`` takes permutation positions
@@ -78,7 +79,7 @@ from lab.errors import ConfigError, IntegrityError
 from lab.io.shards import Shard, SplitManifest, open_shard, read_manifest
 
 STATE_VERSION = 2  # 1: numpy Generator.permutation order; 2: FeistelOrder
-ORDER = "feistel4-splitmix64"  # the order function a version-2 state was saved under
+ORDER = "feistel4-ff1split-splitmix64"  # the order function a version-2 state was saved under
 LAYOUT_KEYS = ("rank", "world_size", "worker_id", "num_workers", "seed")
 BLOCK = 4096  # stream positions turned into sequence indices at a time
 ROUNDS = 4  # Feistel rounds (4 balanced rounds: a strong pseudo-random permutation, Luby-Rackoff)
@@ -104,10 +105,16 @@ _S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
-    """``_splitmix64`` elementwise on a uint64 array (wrapping multiplication)."""
-    x = (x ^ (x >> _S30)) * _C1
-    x = (x ^ (x >> _S27)) * _C2
-    return x ^ (x >> _S31)
+    """``_splitmix64`` elementwise, in place, on a uint64 array (wrapping multiplication)."""
+    t = x >> _S30
+    x ^= t
+    x *= _C1
+    np.right_shift(x, _S27, out=t)
+    x ^= t
+    x *= _C2
+    np.right_shift(x, _S31, out=t)
+    x ^= t
+    return x
 
 
 class FeistelOrder:
@@ -126,11 +133,10 @@ class FeistelOrder:
     def __init__(self, sequences: int, *, seed: int, epoch: int) -> None:
         self.sequences = _check_nonneg("sequences", sequences)
         self.seed, self.epoch = _check_nonneg("seed", seed), _check_nonneg("epoch", epoch)
-        half = 1
-        while 1 << (2 * half) < self.sequences:
-            half += 1
-        self.half_bits = half  # domain 4**half >= sequences (>= 4, so even N = 1 has two halves)
-        self._shift, self._mask = np.uint64(half), np.uint64((1 << half) - 1)
+        self.bits = max(2, (self.sequences - 1).bit_length())  # domain 2**bits >= sequences, >= 4
+        u = self.bits // 2  # the halves: u high bits and v = bits - u low bits
+        self._v = np.uint64(self.bits - u)
+        self._masks = (np.uint64((1 << u) - 1), np.uint64((1 << (self.bits - u)) - 1))
         base = _splitmix64(_splitmix64(self.seed ^ 0x6C6F61646572) ^ self.epoch)  # "loader"
         self._keys = [np.uint64(_splitmix64(base + r + 1)) for r in range(ROUNDS)]
 
@@ -138,20 +144,26 @@ class FeistelOrder:
         return self.sequences
 
     def _encrypt(self, x: np.ndarray) -> np.ndarray:
-        left, right = x >> self._shift, x & self._mask
-        for key in self._keys:
-            left, right = right, left ^ (_mix(right ^ key) & self._mask)
-        return (left << self._shift) | right
+        """One pass of the network over ``2**bits`` (FF1's alternating split, NIST SP 800-38G)."""
+        a, b = x >> self._v, x & self._masks[1]  # a: u bits, b: v bits
+        for r, key in enumerate(self._keys):
+            f = _mix(b ^ key)
+            f &= self._masks[r % 2]  # a has u bits in even rounds, v bits in odd ones
+            a ^= f
+            a, b = b, a
+        a <<= self._v  # an even number of rounds: a has u bits, b has v bits again
+        a |= b
+        return a
 
     def take(self, positions: np.ndarray) -> np.ndarray:
         """Sequence index (int64) at each of ``positions`` (ints in ``0 .. sequences - 1``)."""
         x = self._encrypt(np.asarray(positions, dtype=np.uint64))
         n = np.uint64(self.sequences)
-        out = x >= n
-        while out.any():  # cycle walking: the domain is < 4N, so < 4 rounds of it on average
-            idx = np.flatnonzero(out)
-            x[idx] = self._encrypt(x[idx])
-            out[idx] = x[idx] >= n
+        walk = np.flatnonzero(x >= n)
+        while walk.size:  # cycle walking: the domain is < 2N, so < 2 encryptions per index on average
+            y = self._encrypt(x[walk])
+            x[walk] = y
+            walk = walk[y >= n]
         return x.astype(np.int64)
 
     def __getitem__(self, key):
