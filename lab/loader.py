@@ -83,6 +83,7 @@ ORDER = "feistel4-ff1split-splitmix64"  # the order function a version-2 state w
 LAYOUT_KEYS = ("rank", "world_size", "worker_id", "num_workers", "seed")
 BLOCK = 4096  # stream positions turned into sequence indices at a time
 ROUNDS = 4  # Feistel rounds (4 balanced rounds: a strong pseudo-random permutation, Luby-Rackoff)
+PREFETCH_CHUNK = 32  # most sequences the prefetch thread hands over at once
 TELEMETRY_WINDOW = 1 << 16  # per-step waits kept for the percentiles and the table (the last ones)
 
 _M64 = (1 << 64) - 1
@@ -332,8 +333,11 @@ class TokenLoader:
             yield Sample(tokens, s.bounds[s.offsets[r]:s.offsets[r + 1]], i, epoch, p)
 
     def _prefetched(self, start: int) -> Iterator[Sample]:
-        """``_samples`` produced by a background thread through a queue of ``prefetch`` items."""
-        q: queue.Queue = queue.Queue(maxsize=self.prefetch)
+        """``_samples`` read by a background thread: chunks of ``PREFETCH_CHUNK`` sequences (fewer
+        when ``prefetch`` is smaller) through a queue bounded so that at most about ``prefetch``
+        sequences are read ahead. Chunks amortize the queue's locking over several sequences."""
+        chunk = max(1, min(PREFETCH_CHUNK, self.prefetch // 2))
+        q: queue.Queue = queue.Queue(maxsize=max(1, self.prefetch // chunk))
         stop = threading.Event()
 
         def put(item) -> bool:
@@ -347,8 +351,9 @@ class TokenLoader:
 
         def produce() -> None:
             try:
-                for s in self._samples(start, copy=True):
-                    if not put(s):
+                samples = self._samples(start, copy=True)
+                while block := list(itertools.islice(samples, chunk)):
+                    if not put(block):
                         return
             except BaseException as e:  # handed to the caller, raised there
                 put(_Stop(e))
@@ -364,7 +369,7 @@ class TokenLoader:
                     if item.error is not None:
                         raise item.error
                     return
-                yield item
+                yield from item
         finally:
             stop.set()  # the caller stopped early (or the epoch ended): let the thread exit
 
@@ -373,7 +378,7 @@ class TokenLoader:
         how long each step waited for its sample."""
         start, epoch = self.position, self.epoch
         source = self._prefetched(start) if self.prefetch else self._samples(start, copy=False)
-        waits, stall_s, clock = self._waits, self.stall_ms / 1000.0, time.perf_counter
+        waits, size, stall_s, clock = self._waits, self._waits.size, self.stall_ms / 1000.0, time.perf_counter
         try:
             while True:
                 t = clock()
@@ -381,18 +386,18 @@ class TokenLoader:
                 wait = clock() - t
                 if s is None or self.epoch != epoch:
                     return
-                self._record(wait, stall_s, waits)
+                steps = self._steps  # telemetry, inline: this loop runs once per sequence
+                waits[steps % size] = wait
+                self._steps = steps + 1
+                self._wait_sum += wait
+                if wait > self._wait_max:
+                    self._wait_max = wait
+                if wait > stall_s:
+                    self._stalls += 1
                 self.position = s.position + 1  # counted when handed out: a state saved after it resumes at the next
                 yield s
         finally:
             source.close()
-
-    def _record(self, wait: float, stall_s: float, waits: np.ndarray) -> None:
-        waits[self._steps % waits.size] = wait
-        self._steps += 1
-        self._wait_sum += wait
-        self._wait_max = max(self._wait_max, wait)
-        self._stalls += wait > stall_s
 
     # --- telemetry ---------------------------------------------------------------------------------
 
