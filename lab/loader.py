@@ -333,9 +333,10 @@ class TokenLoader:
             yield Sample(tokens, s.bounds[s.offsets[r]:s.offsets[r + 1]], i, epoch, p)
 
     def _prefetched(self, start: int) -> Iterator[Sample]:
-        """``_samples`` read by a background thread: chunks of ``PREFETCH_CHUNK`` sequences (fewer
-        when ``prefetch`` is smaller) through a queue bounded so that at most about ``prefetch``
-        sequences are read ahead. Chunks amortize the queue's locking over several sequences."""
+        """``_samples`` read by a background thread: chunks of 1, 2, 4, ... up to ``PREFETCH_CHUNK``
+        sequences (up to ``prefetch // 2`` when that is smaller) through a queue bounded so that
+        about ``prefetch`` sequences are read ahead at most. Chunks amortize the queue's locking
+        over several sequences; starting at 1 keeps the first wait to one read."""
         chunk = max(1, min(PREFETCH_CHUNK, self.prefetch // 2))
         q: queue.Queue = queue.Queue(maxsize=max(1, self.prefetch // chunk))
         stop = threading.Event()
@@ -351,10 +352,11 @@ class TokenLoader:
 
         def produce() -> None:
             try:
-                samples = self._samples(start, copy=True)
-                while block := list(itertools.islice(samples, chunk)):
+                samples, size = self._samples(start, copy=True), 1
+                while block := list(itertools.islice(samples, size)):
                     if not put(block):
                         return
+                    size = min(chunk, 2 * size)  # 1, 2, 4, ...: the first sample waits for one read only
             except BaseException as e:  # handed to the caller, raised there
                 put(_Stop(e))
                 return
