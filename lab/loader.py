@@ -626,8 +626,9 @@ def __getattr__(name: str):
 
 
 def torch_dataset(split_dir: str | Path, **kw):
-    """A PyTorch ``IterableDataset`` over ``split_dir``; ``kw``: rank, world_size, seed, epoch, and
-    ``states`` (one ``TokenLoader.state_dict()`` per DataLoader worker, to resume).
+    """A PyTorch ``IterableDataset`` over ``split_dir``; ``kw``: rank, world_size, seed, epoch,
+    prefetch, stall_ms (``TokenLoader``'s), and ``states`` (one ``TokenLoader.state_dict()`` per
+    DataLoader worker, to resume).
 
     A DataLoader prefetches, so worker-side positions run ahead of what the trainer consumed.
     To resume exactly, the trainer keeps ``consumed[w] = sample["position"] + 1`` of the last
