@@ -349,7 +349,7 @@ def test_slow_storage_shows_as_stalls_and_prefetch_hides_it(split, tmp_path):
         time.sleep(0.008)  # the trainer's step: longer than a read, so the thread keeps ahead
         assert s.tokens[0] == s.index * SEQ_LEN
     f = fast.telemetry()
-    assert f["steps"] == N and f["stalls"] <= 3 and f["p50_ms"] < 1, f
+    assert f["steps"] == N and f["stalls"] <= 5 and f["p50_ms"] < 1, f  # the first reads only
 
     paths = fast.write_telemetry(tmp_path / "telemetry" / "rank0")
     table = pq.read_table(paths["table"]).to_pydict()
@@ -379,3 +379,14 @@ def test_a_read_error_reaches_the_caller_and_the_thread_ends(split):
 def test_prefetch_arguments_are_validated(split, kw, message):
     with pytest.raises(ConfigError, match=message):
         TokenLoader(split, **kw)
+
+
+def test_the_order_is_pinned():
+    # a saved state resumes only under the same order: a change to FeistelOrder must change ORDER
+    # (and STATE_VERSION), and this test says so
+    assert FeistelOrder(10, seed=0, epoch=0)[:] == ORDER_10
+    assert FeistelOrder(10**9, seed=0, epoch=0)[:8] == ORDER_1E9_FIRST
+
+
+ORDER_10 = [6, 7, 2, 5, 0, 1, 4, 3, 8, 9]
+ORDER_1E9_FIRST = [143059860, 34979169, 876596115, 307767973, 756113962, 254213893, 990951650, 740783845]
