@@ -25,7 +25,7 @@ wall time of the epoch.
     .venv/bin/python bench/loader_scale.py order --impl numpy --n 1e6
     .venv/bin/python bench/loader_scale.py prefetch --delay-ms 2 --work-ms 3 --prefetch 0 4 16
 
-Writes bench/out/loader_scale_{order_IMPL_N,prefetch_DELAY_WORK}.json.
+Writes bench/out/loader_scale_{order_IMPL_N,prefetch_DELAYMS_WORKMS}.json.
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ def main() -> None:
     if args.cmd == "order":
         n = int(args.n)
         res = order(args.impl, n, n if args.take is None else int(args.take))
-        name = f"order_{args.impl}_{n:.0e}".replace("+", "")
+        name = f"order_{args.impl}_{n}"
     else:
         res = prefetch(args)
         name = f"prefetch_{args.delay_ms:g}_{args.work_ms:g}"
