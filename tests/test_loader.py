@@ -5,19 +5,22 @@ every token's value is its global position (sequence index * 16 + column), so a 
 token says where it came from. 37 is prime: no W > 1 divides it.
 """
 
-import importlib.util
 import itertools
 import json
 import subprocess
 import sys
+import threading
+import time
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from lab.errors import ConfigError, IntegrityError, NotReadyError
 from lab.io.shards import SplitManifest, write_manifest, write_shard
-from lab.loader import TokenLoader, stream_length, torch_dataset, verify
+from lab.loader import FeistelOrder, TokenLoader, stream_length, stream_order, torch_dataset, verify
 
 SEQ_LEN = 16
 COUNTS = (10, 3, 17, 7)  # 37 sequences
@@ -85,8 +88,9 @@ def test_verify_saving_at_the_ends(split, save_at):
 
 
 def test_order_is_the_documented_permutation(split):
-    # hand-checkable contract: stream g takes positions g, g + W, ... of default_rng((seed, epoch))
-    perm = np.random.default_rng((5, 2)).permutation(N)
+    # contract: stream g takes epoch positions g, g + W, ... of FeistelOrder(N, seed, epoch)
+    perm = np.array(FeistelOrder(N, seed=5, epoch=2)[:])
+    assert sorted(perm.tolist()) == list(range(N))
     for rank, worker in itertools.product(range(2), range(3)):
         got = [s.index for s in TokenLoader(split, **stream_kw(2, 3, rank, worker, seed=5, epoch=2))]
         assert got == perm[rank * 3 + worker::6].tolist()
@@ -206,13 +210,15 @@ def test_torch_is_not_imported_by_the_module():
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("torch") is not None, reason="torch is installed")
 def test_torch_wrapper_without_torch_says_how_to_install(split):
-    with pytest.raises(ConfigError, match="pip install torch"):
-        torch_dataset(split)
+    # torch is a test dependency: hide it from a fresh interpreter (a None entry makes its import fail)
+    code = ("import sys; sys.modules['torch'] = None\n"
+            "from lab.errors import ConfigError\nfrom lab.loader import torch_dataset\n"
+            f"try:\n    torch_dataset({str(split)!r})\nexcept ConfigError as e:\n    print(e)\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True, text=True).stdout
+    assert "pip install torch" in out
 
 
-@pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="torch is not installed")
 @pytest.mark.parametrize("workers", [0, 2])
 def test_torch_dataset_delivers_every_sequence_once_through_a_dataloader(split, workers):
     import torch
@@ -225,3 +231,162 @@ def test_torch_dataset_delivers_every_sequence_once_through_a_dataloader(split, 
         assert s["tokens"].tolist() == list(range(s["index"] * SEQ_LEN, (s["index"] + 1) * SEQ_LEN))
         assert s["cu_seqlens"].tolist() == cu_of(s["index"]).tolist()
     assert {s["worker_id"] for s in got} == set(range(max(workers, 1)))
+
+
+@pytest.mark.filterwarnings("ignore:This DataLoader will create 3 worker processes")  # 2-core CI machines
+def test_torch_dataloader_with_three_workers_at_two_ranks_delivers_every_token_once(split):
+    import torch
+    from torch.utils.data import DataLoader
+
+    tokens, per_rank = [], []
+    for rank in range(2):  # each rank's DataLoader in turn, as two DDP processes would run them
+        got = list(DataLoader(torch_dataset(split, rank=rank, world_size=2, seed=3), batch_size=None, num_workers=3))
+        assert {s["worker_id"] for s in got} == {0, 1, 2}
+        per_rank.append(sorted(s["index"] for s in got))
+        tokens += [s["tokens"] for s in got]
+    assert sorted(per_rank[0] + per_rank[1]) == list(range(N))
+    assert sorted(map(len, per_rank)) == [18, 19]
+    assert torch.equal(torch.sort(torch.cat(tokens)).values, torch.arange(N * SEQ_LEN))
+
+
+# --- the order: a seeded bijection computed on the fly ----------------------------------------------
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 7, 15, 16, 17, 63, 64, 65, 255, 256, 257, 1000, 4095, 4097])
+def test_feistel_order_is_a_permutation(n):
+    for seed, epoch in [(0, 0), (7, 0), (7, 1)]:
+        order = FeistelOrder(n, seed=seed, epoch=epoch)
+        got = order.take(np.arange(n))
+        assert got.dtype == np.int64 and np.array_equal(np.sort(got), np.arange(n))
+        assert np.array_equal(FeistelOrder(n, seed=seed, epoch=epoch).take(np.arange(n)), got)  # deterministic
+        # the streams of a layout partition the epoch, in position order
+        parts = [stream_order(n, seed=seed, epoch=epoch, stream=g, streams=3) for g in range(3)]
+        assert np.array_equal(np.sort(np.concatenate(parts)), np.arange(n))
+        assert np.array_equal(parts[1], got[1::3])
+
+
+def test_feistel_order_differs_across_epochs_and_seeds():
+    base = FeistelOrder(1000, seed=1, epoch=0)[:]
+    assert FeistelOrder(1000, seed=1, epoch=1)[:] != base
+    assert FeistelOrder(1000, seed=2, epoch=0)[:] != base
+    assert base != list(range(1000))  # it shuffles
+    # not a near-identity: few fixed points and a position-index correlation near 0
+    assert sum(i == p for p, i in enumerate(base)) < 10
+    assert abs(np.corrcoef(np.arange(1000), base)[0, 1]) < 0.15
+
+
+def test_order_memory_does_not_grow_with_n():
+    def peak_taking(n, count=100_000):
+        tracemalloc.start()
+        taken = 0
+        blocks = FeistelOrder(n, seed=3, epoch=1).stream_blocks(2, 3)
+        seen = set()
+        for block in blocks:
+            seen.update(block[:50].tolist())  # a sample, kept small
+            assert block.min() >= 0 and block.max() < n
+            taken += block.size
+            if taken >= count:
+                break
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        return peak, taken, seen
+
+    peak_small, taken, _ = peak_taking(10**6)
+    peak_huge, taken_huge, seen = peak_taking(10**9)
+    assert taken == taken_huge >= 100_000
+    assert len(seen) == 25 * 50  # distinct indices
+    # a permutation array would be 8 MB at 10**6 and 8 GB at 10**9; the order takes blocks of 4096
+    assert peak_small < 2_000_000 and peak_huge < 2_000_000, (peak_small, peak_huge)
+    assert FeistelOrder(10**9, seed=0, epoch=0)[10**9 - 1] < 10**9
+
+
+def test_a_version_1_state_is_refused_with_the_reason(split):
+    state = TokenLoader(split).state_dict()
+    with pytest.raises(ConfigError, match="state version 1 .*numpy's Generator.permutation.*start the epoch fresh"):
+        TokenLoader(split).load_state_dict({**state, "version": 1})
+    with pytest.raises(IntegrityError, match="order differs"):
+        TokenLoader(split).load_state_dict({**state, "order": "numpy-permutation"})
+
+
+# --- prefetch and telemetry -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("world, workers", [(1, 1), (2, 3), (4, 1)])
+def test_exactly_once_with_prefetch_and_resume(split, world, workers):
+    assert verify(split, world_size=world, num_workers=workers, seed=3, save_at=0.4, prefetch=4)["ok"]
+
+
+def test_state_counts_what_was_handed_out_not_what_was_prefetched(split):
+    a = TokenLoader(split, prefetch=16)
+    it = iter(a)
+    first = [next(it).index for _ in range(5)]
+    time.sleep(0.05)  # the thread has read ahead by now
+    state = a.state_dict()
+    assert state["position"] == 5
+    b = TokenLoader(split)
+    b.load_state_dict(state)
+    assert first + [s.index for s in b] == [s.index for s in TokenLoader(split)]
+    del it
+    s = next(iter(TokenLoader(split, prefetch=2)))
+    assert s.tokens.flags.owndata and not s.tokens.flags.writeable  # prefetched: a read-only copy
+
+
+def slow_storage(delay_s):
+    """A read_row hook: every row read waits ``delay_s`` (storage latency), then returns the view."""
+    def read(shard, row, view):
+        time.sleep(delay_s)
+        return view
+    return read
+
+
+def test_slow_storage_shows_as_stalls_and_prefetch_hides_it(split, tmp_path):
+    slow = TokenLoader(split, read_row=slow_storage(0.004), stall_ms=2)
+    assert len(list(slow)) == N
+    t = slow.telemetry()
+    assert t["steps"] == N and t["stalls"] == N  # every step waited for the storage
+    assert t["p50_ms"] >= 4 and t["max_ms"] >= t["p99_ms"] >= t["p50_ms"]
+
+    fast = TokenLoader(split, read_row=slow_storage(0.004), stall_ms=2, prefetch=8)
+    for s in fast:
+        time.sleep(0.008)  # the trainer's step: longer than a read, so the thread keeps ahead
+        assert s.tokens[0] == s.index * SEQ_LEN
+    f = fast.telemetry()
+    assert f["steps"] == N and f["stalls"] <= 5 and f["p50_ms"] < 1, f  # the first reads only
+
+    paths = fast.write_telemetry(tmp_path / "telemetry" / "rank0")
+    table = pq.read_table(paths["table"]).to_pydict()
+    assert table["step"] == list(range(N)) and sum(table["stall"]) == f["stalls"]
+    assert json.loads(paths["summary"].read_text())["stalls"] == f["stalls"]
+    assert abs(np.percentile(table["wait_ms"], 50) - f["p50_ms"]) < 1e-3
+
+
+def test_a_read_error_reaches_the_caller_and_the_thread_ends(split):
+    def broken(shard, row, view):
+        if shard == 2:
+            raise OSError(f"EIO reading shard {shard}")
+        return view
+
+    loader = TokenLoader(split, read_row=broken, prefetch=4)
+    with pytest.raises(OSError, match="EIO reading shard 2"):
+        list(loader)
+    time.sleep(0.2)
+    assert not [t for t in threading.enumerate() if t.name.startswith("TokenLoader-prefetch")]
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"prefetch": -1}, r"prefetch=-1: must be an int >= 0"),
+    ({"stall_ms": 0}, r"stall_ms=0: must be a number of milliseconds > 0"),
+    ({"read_row": "slow"}, r"read_row='slow': must be a function"),
+])
+def test_prefetch_arguments_are_validated(split, kw, message):
+    with pytest.raises(ConfigError, match=message):
+        TokenLoader(split, **kw)
+
+
+def test_the_order_is_pinned():
+    # a saved state resumes only under the same order: a change to FeistelOrder must change ORDER
+    # (and STATE_VERSION), and this test says so
+    assert FeistelOrder(10, seed=0, epoch=0)[:] == ORDER_10
+    assert FeistelOrder(10**9, seed=0, epoch=0)[:8] == ORDER_1E9_FIRST
+
+
+ORDER_10 = [6, 7, 2, 5, 0, 1, 4, 3, 8, 9]
+ORDER_1E9_FIRST = [143059860, 34979169, 876596115, 307767973, 756113962, 254213893, 990951650, 740783845]
