@@ -349,6 +349,27 @@ def cmd_verify_tokens(args: argparse.Namespace) -> int:
     return 0 if res["ok"] else EXIT_FAILED
 
 
+def cmd_read_tokens(args: argparse.Namespace) -> int:
+    import time as _time
+
+    from lab import loader
+
+    run_dir = _run_dir(args.run)
+    ld = loader.TokenLoader(run_dir / "tokens" / args.split, rank=args.rank, world_size=args.world,
+                            prefetch=args.prefetch, stall_ms=args.stall_ms, seed=args.seed)
+    steps = min(args.steps, len(ld)) if args.steps else len(ld)
+    for i, _sample in zip(range(steps), ld):
+        if args.step_ms:
+            _time.sleep(args.step_ms / 1000)  # the trainer's step
+    name = args.name or f"read-{args.split}-r{args.rank}of{args.world}-p{args.prefetch}"
+    out = ld.write_telemetry(run_dir / "telemetry" / name)
+    t = ld.telemetry()
+    print(f"{steps} steps of {run_dir / 'tokens' / args.split} (prefetch {args.prefetch}, a step of "
+          f"{args.step_ms:g} ms): wait p50 {t['p50_ms']} ms, p99 {t['p99_ms']} ms, max {t['max_ms']} ms, "
+          f"{t['stalls']} stalls over {t['stall_ms']:g} ms -> {out['table']}")
+    return 0
+
+
 def cmd_fertility(args: argparse.Namespace) -> int:
     import polars as pl
 
@@ -488,6 +509,20 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--limit", type=int, default=20)
     c.add_argument("--show", type=int, metavar="CLUSTER_ID", help="list the members of one cluster instead")
     c.set_defaults(func=cmd_clusters)
+
+    rt = sub.add_parser("read-tokens", help="read a split as a trainer would and record the loader's waits "
+                                            "(RUN/telemetry/NAME: the dashboard plots them)")
+    rt.add_argument("run", help="run directory, e.g. runs/sample")
+    rt.add_argument("--split", default="train")
+    rt.add_argument("--steps", type=int, default=0, help="sequences to read (default: the whole stream)")
+    rt.add_argument("--step-ms", type=float, default=0.0, help="the trainer's time per step, slept after each")
+    rt.add_argument("--prefetch", type=int, default=0, help="sequences read ahead on a thread (0: none)")
+    rt.add_argument("--stall-ms", type=float, default=1.0, help="a wait longer than this counts as a stall")
+    rt.add_argument("--rank", type=int, default=0)
+    rt.add_argument("--world", type=int, default=1)
+    rt.add_argument("--seed", type=int, default=0)
+    rt.add_argument("--name", help="the telemetry's name (default: read-SPLIT-rRANKofWORLD-pPREFETCH)")
+    rt.set_defaults(func=cmd_read_tokens)
 
     v = sub.add_parser("verify-tokens", help="prove a split's tokens are delivered exactly once per epoch by the loader")
     v.add_argument("run", help="run directory, e.g. runs/sample")

@@ -390,3 +390,29 @@ def test_the_order_is_pinned():
 
 ORDER_10 = [6, 7, 2, 5, 0, 1, 4, 3, 8, 9]
 ORDER_1E9_FIRST = [143059860, 34979169, 876596115, 307767973, 756113962, 254213893, 990951650, 740783845]
+
+
+def test_read_tokens_records_telemetry_the_dashboard_plots(tokens_run, tmp_path, corpus_lab):
+    """``corpus-lab read-tokens``: the loader's waits per step under a trainer's pace, written to the run's
+    telemetry/ (the summary equals the table), listed by lab.query and drawn on the Fertility & packing tab."""
+    import shutil
+
+    from apps.dispatch import Dispatch
+    from apps.views.tokens import TokensTab
+    from lab import query
+
+    run = tmp_path / "run"
+    shutil.copytree(tokens_run.run_dir, run)
+    r = corpus_lab("read-tokens", str(run), "--steps", "40", "--step-ms", "0.5", "--prefetch", "4", "--name", "t")
+    assert r.returncode == 0, r.stderr
+    assert "40 steps" in r.stdout and "stalls over 1 ms" in r.stdout
+    summary = query.loader_telemetry(run).row(0, named=True)
+    steps = query.telemetry_steps(run, "t")
+    assert summary["name"] == "t" and summary["steps"] == steps.height == 40 and summary["prefetch"] == 4
+    assert summary["stalls"] == int(steps["stall"].sum()) and summary["max_ms"] == pytest.approx(steps["wait_ms"].max(),
+                                                                                                 abs=1e-3)
+    tab = TokensTab(run, Dispatch(None))
+    titles = [getattr(o, "object", None) for o in tab.tables.objects]
+    assert any("Loader telemetry" in str(t) for t in titles)
+    figs = [o.object for o in tab.figures.objects if hasattr(o.object, "axes")]
+    assert any("loader: t" in f.axes[0].get_title() for f in figs)

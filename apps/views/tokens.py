@@ -1,5 +1,7 @@
 """The Fertility & packing tab: the run's tokenizer by language and source, the tokenizer comparison
-(``corpus-lab fertility``) and every packing strategy x sequence length. Computed off the loop."""
+(``corpus-lab fertility``), every packing strategy x sequence length, and the loader's waits per step
+(``corpus-lab read-tokens`` or a trainer's ``write_telemetry`` into the run's telemetry/). Computed off
+the loop."""
 
 from __future__ import annotations
 
@@ -15,7 +17,8 @@ from lab.errors import LabError
 TABLES = (("Fertility by language", lambda run: query.fertility(run, "lang")),
           ("Fertility by source", lambda run: query.fertility(run, "source")),
           ("Tokenizer comparison (corpus-lab fertility)", query.fertility_comparison),
-          ("Packing: strategy x seq_len", query.packing))
+          ("Packing: strategy x seq_len", query.packing),
+          ("Loader telemetry (corpus-lab read-tokens, or a trainer's write_telemetry)", query.loader_telemetry))
 
 
 def _packing_figure(run):
@@ -50,6 +53,23 @@ def _fertility_figure(run):
     return fig
 
 
+def _telemetry_figure(run):
+    """The newest loader telemetry: each step's wait for its sample, the stall budget drawn."""
+    from matplotlib.figure import Figure
+
+    summary = query.loader_telemetry(run).row(0, named=True)
+    steps = query.telemetry_steps(run, summary["name"])
+    fig = Figure(figsize=(6, 3), layout="constrained")
+    ax = fig.add_subplot()
+    ax.plot(steps["step"].to_list(), steps["wait_ms"].to_list(), lw=0.8)
+    ax.axhline(summary["stall_ms"], color="#e45756", ls="--", lw=1, label=f"stall budget {summary['stall_ms']:g} ms")
+    ax.set_xlabel("step")
+    ax.set_ylabel("wait for the sample (ms)")
+    ax.set_title(f"loader: {summary['name']} — p99 {summary['p99_ms']} ms, {summary['stalls']} stalls")
+    ax.legend()
+    return fig
+
+
 class TokensTab:
     """Computed once, when first opened (it reads every text of the run: seconds at 1M documents)."""
 
@@ -66,7 +86,7 @@ class TokensTab:
 
         def compute():
             out = []
-            for fig in (_fertility_figure, _packing_figure):
+            for fig in (_fertility_figure, _packing_figure, _telemetry_figure):
                 try:
                     out.append(("figure", fig(run_dir)))
                 except LabError as e:

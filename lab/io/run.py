@@ -165,6 +165,13 @@ class RunLayout:
         """Packed token shards: tokens/train/, tokens/val/ (lab.io.shards)."""
         return self.root / "tokens"
 
+    @property
+    def telemetry(self) -> Path:
+        """Loader telemetry (``lab.loader.TokenLoader.write_telemetry``): NAME.parquet (step, wait_ms, stall) and
+        NAME.json (its summary), from ``corpus-lab read-tokens`` or a trainer; outside tokens/, which
+        materialize replaces."""
+        return self.root / "telemetry"
+
     def partition_files(self, key: str) -> list[Path]:
         """Every file a partition task writes (stale ones are removed when the plan changes)."""
         return [self.part("docs", key), self.part("signals", key), self.part("rejects", key), self.done(key),

@@ -111,7 +111,9 @@ from lab.query.funnels import (  # noqa: F401
 from lab.query.tokens import (  # noqa: F401
     fertility,
     fertility_comparison,
+    loader_telemetry,
     packing,
+    telemetry_steps,
     token_counts,
     tokenizer_sample,
 )

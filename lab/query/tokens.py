@@ -129,3 +129,25 @@ def packing(run: str | Path | Run) -> pl.DataFrame:
                             "tokenizer.enabled: true first")
     rows = [{"strategy": k.split("@")[0], "seq_len": int(k.split("@")[1]), **v} for k, v in read_json(p)["train"].items()]
     return pl.DataFrame(rows).sort("strategy", "seq_len")
+
+
+def loader_telemetry(run: str | Path | Run) -> pl.DataFrame:
+    """Every loader telemetry the run holds (``telemetry/NAME.json``, newest first): name, steps, p50_ms,
+    p99_ms, max_ms, mean_ms, stalls, stall_ms, prefetch, rank, worker_id, epoch."""
+    r = open_run(run)
+    files = sorted(r.layout.telemetry.glob("*.json"), key=lambda f: (-f.stat().st_mtime_ns, f.name))
+    rows = [{"name": f.stem, **{k: v for k, v in read_json(f).items() if k != "window"}} for f in files]
+    if not rows:
+        raise NotReadyError(f"{r.layout.telemetry} holds no loader telemetry: run `corpus-lab read-tokens "
+                            f"{r.layout.root}` (or write_telemetry from a trainer's TokenLoader) first")
+    return pl.DataFrame(rows)
+
+
+def telemetry_steps(run: str | Path | Run, name: str) -> pl.DataFrame:
+    """One telemetry's per-step waits: step, wait_ms, stall (``telemetry/NAME.parquet``)."""
+    r = open_run(run)
+    p = r.layout.telemetry / f"{name}.parquet"
+    if not p.exists():
+        raise NotReadyError(f"{p} does not exist; the run's telemetries: "
+                            f"{', '.join(f.stem for f in r.layout.telemetry.glob('*.parquet')) or 'none'}")
+    return r.cursor().sql(f"SELECT step, wait_ms, stall FROM read_parquet({_q(str(p))}) ORDER BY step").pl()
