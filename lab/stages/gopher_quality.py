@@ -98,7 +98,7 @@ SIGNALS = {
 
 def signal_params(cfg: Config) -> dict:
     """What the signals depend on besides ``VERSION``: the language model, the stop lists, the segmenter."""
-    return {"language_model": language.signal_params(language.Config())["model"], **stopwords.versions(), **segment.versions()}
+    return {**segment.signal_params(), **stopwords.versions()}
 
 
 def signals(text: str) -> dict:
@@ -108,7 +108,7 @@ def signals(text: str) -> dict:
     (11, 2, 0.5)
     """
     lang = language.detect(text)[0]
-    ws = segment.words(text, lang)
+    ws = segment.words(text, lang)  # = segment.document_words(text), the split the other stages share
     counts = Counter(ws)
     n_words = len(ws)
     n_kept = kept_chars = n_alpha = 0
