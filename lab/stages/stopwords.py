@@ -24,17 +24,17 @@ Where the two packages leave a gap (bench/RESULTS.md §19 measures each choice o
 - **Korean**: its stop words are particles (josa: 이 가 을 를 에 의 ...) written attached to the word
   before them, so a space-separated word (an eojeol) rarely *is* one (whole-word matching gave a
   translation 0.17 of the English page's count). Korean's list is the eight most frequent (wordfreq)
-  stop-list entries that are case particles (``KO_PARTICLES``, a closed grammatical class: 이 을 에
-  의 가 를 에서 으로), and a particle is present when an eojeol ends with it (or is it). wordfreq's
-  Korean counts are of morphemes, so the verb stem 하 and the plural suffix 들, which lead the plain
-  ranking, are left out: neither ends an eojeol.
+  stop-list entries that are particles (``KO_PARTICLES``, a closed grammatical class), which are
+  이 을 에 의 가 를 에서 으로, and a particle is present when an eojeol ends with it (or is it).
+  wordfreq's Korean counts are of morphemes, so the verb stem 하 and the plural suffix 들, among the
+  plain ranking's eight, are left out: neither ends an eojeol.
 - **Serbian**: stopwords-iso has no Serbian list. Serbian, Croatian and Bosnian are one standard
   language (wordfreq counts them together as ``sh``), so Serbian takes the Croatian list ranked by
   ``sh``; Serbian is written in Cyrillic as well as Latin (and the two correspond letter for letter:
   ``_SR_CYRILLIC``), so a stop word is present in either script (a document counts it once).
 - **Thai**: stopwords-iso has a list, wordfreq no frequencies; the list is ranked by the Thai
   National Corpus word frequencies that ``pythainlp`` (Apache-2.0) ships in its wheel
-  (``corpus/tnc_freq.txt``, read as a file: the package is not imported, nothing downloads). Thai
+  (``corpus/tnc_freq.txt``, CC0 by its ``corpus_license.md``; read as a file: the package is not imported, nothing downloads). Thai
   words are ICU's (``lab.stages.segment``), and its stop words are whole ICU words.
 - **Lao, Khmer, Burmese** (and any other language with no stop list or no frequencies, e.g. Interlingua):
   neither stopwords-iso nor stop-words (the two candidates above) has a list for them, nor wordfreq
