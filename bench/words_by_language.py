@@ -13,10 +13,23 @@ whose English page has at least one). Three ways of counting, side by side:
 
 - ``v1``: what gopher_quality VERSION 1 counted for every language: English words (spaCy's rules,
   ``lab.stages.text.words``) and Gopher's eight English stop words;
-- ``v2``: gopher_quality as it is (the document's language: its words, its eight most frequent
+- ``now``: gopher_quality as it is (VERSION 3: the document's language: its words, its eight most frequent
   stop words);
-- ``char`` (Chinese and Japanese only): v2's stop words, words cut one per Han or kana character
+- ``char`` (Chinese and Japanese only): now's stop words, words cut one per Han or kana character
   instead of at ICU's word boundaries (``segment.words(..., breaker="char")``).
+
+The other stages that count words, same pairs, translation over English page, median ratio, ``v1``
+(English words / the normalized text split at spaces, for every language: the stages' VERSION 1)
+against ``now`` (the document's word split, ``segment.document_words``, shared by all of them):
+
+- ``shingles``: near_dedup's distinct word 5-gram shingles (``nd_shingles``);
+- ``nl/word``: fineweb's newlines per word (``fw_newline_word_ratio``);
+- ``5-gram dup``: gopher_repetition's ``gr_dup_5gram_char_frac`` (medians of each side, not of ratios:
+  most pages have 0).
+
+And near-duplicates: each page (English and translated) against a copy with every 10th non-blank line
+dropped, the share of pages whose shingle Jaccard (``text_jaccard``) is >= 0.8, near_dedup's default
+threshold: ``v1`` shingles against ``now``.
 
 Also: how often the language stage labels the translation with its directory's language, and the
 CPU time of ICU segmentation and of the character rule on the Chinese and Japanese pages.
@@ -42,6 +55,9 @@ from langid import DIR_LANG, MAN_ROOT, english_share, render_man
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from lab.stages import gopher_quality as gq  # noqa: E402
+from lab.neardup.signature import normalize, shingle_hashes, shingle_text  # noqa: E402
+from lab.stages import fineweb as fw  # noqa: E402
+from lab.stages import gopher_repetition as gr  # noqa: E402
 from lab.stages import language, segment, stopwords  # noqa: E402
 from lab.stages.text import SYMBOLS, words  # noqa: E402
 
@@ -76,6 +92,40 @@ def v1_counts(text: str) -> tuple[int, int]:
     return sum(1 for w in ws if w.strip(SYMBOLS)), len(stopwords.GOPHER_STOP_WORDS & set(ws))
 
 
+def v1_other(text: str) -> tuple[int, float, float]:
+    """(shingles, newlines per word, duplicated 5-gram character share) as the stages' VERSION 1 made them."""
+    real = segment.document_words
+    segment.document_words = words
+    try:
+        return (shingle_hashes(normalize(text), 5).size, fw.signals(text)["fw_newline_word_ratio"],
+                gr.signals(text)["gr_dup_5gram_char_frac"])
+    finally:
+        segment.document_words = real
+
+
+def now_other(text: str) -> tuple[int, float, float]:
+    return (shingle_hashes(shingle_text(text), 5).size, fw.signals(text)["fw_newline_word_ratio"],
+            gr.signals(text)["gr_dup_5gram_char_frac"])
+
+
+def jaccard(a: str, b: str, prepare) -> float:
+    x, y = shingle_hashes(prepare(a), 5), shingle_hashes(prepare(b), 5)
+    inter = len(set(x.tolist()) & set(y.tolist()))
+    return inter / (x.size + y.size - inter) if x.size and y.size else 0.0
+
+
+def near_copy(text: str) -> str:
+    """``text`` with every 10th non-blank line dropped: a near-duplicate."""
+    out, k = [], 0
+    for line in text.split("\n"):
+        if line.strip():
+            k += 1
+            if k % 10 == 0:
+                continue
+        out.append(line)
+    return "\n".join(out)
+
+
 def char_counts(text: str, lang: str) -> tuple[int, int]:
     ws = segment.words(text, lang, breaker="char")
     return sum(1 for w in ws if w.strip(SYMBOLS)), len(stopwords.stop_words(lang) & set(ws))
@@ -99,12 +149,21 @@ def main() -> None:
             se, st = gq.signals(en), gq.signals(tr)
             c["en_words"].append(se["gq_words"])
             c["en_stop"].append(se["gq_stop_words"])
-            c["v2_words"].append(st["gq_words"])
-            c["v2_stop"].append(st["gq_stop_words"])
+            c["now_words"].append(st["gq_words"])
+            c["now_stop"].append(st["gq_stop_words"])
             w1, s1 = v1_counts(tr)
             c["v1_words"].append(w1)
             c["v1_stop"].append(s1)
             c["labelled"].append(language.detect(tr)[0] == lang)
+            for side, text in (("en", en), ("tr", tr)):
+                for how, f in (("v1", v1_other), ("now", now_other)):
+                    sh, nl, dup = f(text)
+                    c[f"{side}_{how}_sh"].append(sh)
+                    c[f"{side}_{how}_nl"].append(nl)
+                    c[f"{side}_{how}_dup"].append(dup)
+                copy = near_copy(text)
+                c[f"{side}_v1_found"].append(jaccard(text, copy, normalize) >= 0.8)
+                c[f"{side}_now_found"].append(jaccard(text, copy, shingle_text) >= 0.8)
             if lang in segment.UNSPACED:
                 w, s = char_counts(tr, lang)
                 c["char_words"].append(w)
@@ -119,18 +178,31 @@ def main() -> None:
             "lang": lang, "pairs": len(ps), "labelled_right": sum(c["labelled"]),
             "stop_list": list(stopwords.ranked(lang)) or "English (fallback)",
             "median_en_words": statistics.median(c["en_words"]), "median_en_stop": statistics.median(c["en_stop"]),
-            "words_v1": median_ratio(c["v1_words"], c["en_words"]), "words_v2": median_ratio(c["v2_words"], c["en_words"]),
+            "words_v1": median_ratio(c["v1_words"], c["en_words"]), "words_now": median_ratio(c["now_words"], c["en_words"]),
             "words_char": median_ratio(c["char_words"], c["en_words"]) if c["char_words"] else None,
-            "stop_v1": median_ratio(c["v1_stop"], c["en_stop"]), "stop_v2": median_ratio(c["v2_stop"], c["en_stop"]),
+            "stop_v1": median_ratio(c["v1_stop"], c["en_stop"]), "stop_now": median_ratio(c["now_stop"], c["en_stop"]),
             "stop_char": median_ratio(c["char_stop"], c["en_stop"]) if c["char_stop"] else None,
+            **{f"{what}_{how}": median_ratio(c[f"tr_{how}_{what}"], c[f"en_{how}_{what}"])
+               for what in ("sh", "nl") for how in ("v1", "now")},
+            **{f"dup_{side}_{how}": round(statistics.median(c[f"{side}_{how}_dup"]), 3)
+               for side in ("en", "tr") for how in ("v1", "now")},
+            **{f"found_{side}_{how}": round(sum(c[f"{side}_{how}_found"]) / len(ps), 2)
+               for side in ("en", "tr") for how in ("v1", "now")},
         })
     mb = seg_time["bytes"] / 1e6
     timing = {k: round(seg_time[k] / mb, 3) for k in ("icu", "char")} if mb else {}
-    print("| lang | pairs | labelled right | words v1 | words v2 | words char | stop v1 | stop v2 | stop char |")
+    print("| lang | pairs | labelled right | words v1 | words now | words char | stop v1 | stop now | stop char |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        f = [r["lang"], r["pairs"], r["labelled_right"], r["words_v1"], r["words_v2"], r["words_char"],
-             r["stop_v1"], r["stop_v2"], r["stop_char"]]
+        f = [r["lang"], r["pairs"], r["labelled_right"], r["words_v1"], r["words_now"], r["words_char"],
+             r["stop_v1"], r["stop_now"], r["stop_char"]]
+        print("| " + " | ".join("–" if v is None else str(v) for v in f) + " |")
+    print("\n| lang | shingles v1 | **shingles now** | nl/word v1 | **nl/word now** | 5-gram dup en | "
+          "tr v1 | **tr now** | near-dup found: en v1 | en now | tr v1 | **tr now** |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        f = [r["lang"], r["sh_v1"], r["sh_now"], r["nl_v1"], r["nl_now"], r["dup_en_now"], r["dup_tr_v1"],
+             r["dup_tr_now"], r["found_en_v1"], r["found_en_now"], r["found_tr_v1"], r["found_tr_now"]]
         print("| " + " | ".join("–" if v is None else str(v) for v in f) + " |")
     print(f"\nsegmentation CPU seconds per MB of zh/ja text: {timing}; {time.time() - t0:.0f} s in all")
     OUT.parent.mkdir(exist_ok=True)

@@ -19,10 +19,10 @@ from lab.neardup.forest import EPS, GRID, Forest, grid_clusters, grid_column, me
 from lab.neardup.keep import KEEP, cluster_keepers, keep_one_per_cluster, rank_of
 from lab.neardup.recall import bands_rows, lowest_threshold, recall_at, s_curve, s_curve_points
 from lab.neardup.shuffle import BAND_SCHEMA, EDGE_SCHEMA, EXACT, EXACT_SCHEMA, band_groups, reduce_bucket, write_bands
-from lab.neardup.signature import normalize, shingle_hash, shingle_hashes, shingles
+from lab.neardup.signature import normalize, shingle_hash, shingle_hashes, shingle_text, shingles
 
 __all__ = ["BAND_SCHEMA", "EDGE_SCHEMA", "EPS", "EXACT", "EXACT_SCHEMA", "GRID", "KEEP", "Forest", "band_groups",
            "bands_rows", "cluster_keepers", "diff", "grid_clusters", "grid_column", "keep_one_per_cluster",
            "lowest_threshold", "merge_forests", "normalize", "rank_of", "recall_at", "reduce_bucket", "s_curve",
-           "s_curve_points", "shingle_hash", "shingle_hashes", "shingles", "spanning_forest", "text_jaccard",
+           "s_curve_points", "shingle_hash", "shingle_hashes", "shingle_text", "shingles", "spanning_forest", "text_jaccard",
            "write_bands", "write_clusters"]

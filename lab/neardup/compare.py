@@ -10,7 +10,7 @@ from collections import Counter
 
 import numpy as np
 
-from lab.neardup.signature import normalize, shingle_hashes
+from lab.neardup.signature import shingle_hashes, shingle_text
 
 
 DIFF_PAIR_BUDGET = 100_000  # pairs of equal words across the two sides that difflib compares in one go (measured)
@@ -208,12 +208,12 @@ def _add(out: list, i1: int, i2: int, j1: int, j2: int) -> None:
 
 def text_jaccard(a: str, b: str, *, ngram: int = 5) -> float | None:
     """The exact Jaccard of two texts' shingle sets as near_dedup makes them (the hashes of the word
-    ``ngram``-grams of the normalized texts); None when a text has no words.
+    ``ngram``-grams of the normalized texts, ``shingle_text``); None when a text has no words.
 
     >>> text_jaccard("a b c d e f", "A b c d e g!")
     0.3333333333333333
     """
-    x, y = (shingle_hashes(normalize(t), ngram) for t in (a, b))
+    x, y = (shingle_hashes(shingle_text(t), ngram) for t in (a, b))
     if not x.size or not y.size:
         return None
     inter = np.intersect1d(x, y, assume_unique=True).size

@@ -2,6 +2,12 @@
 
 - ``normalize``: NFKD with combining marks removed (accents stripped), lowercased, digits -> ``0``,
   punctuation -> space, whitespace collapsed.
+- Words (``shingle_text``): for English and every language written with spaces, the words of the
+  normalized text (split at spaces). For a document in Chinese, Japanese, Thai, Lao, Khmer or Burmese
+  (its lid.176 label), whose text has no spaces between words, the words are the document's word
+  split (``lab.stages.segment.document_words``: ICU's words, the split gopher_quality uses), each then
+  normalized; split at spaces, such a text gave a clause or a line per "word", so a 5-gram was five
+  lines and two near-duplicate pages differing in one character per line shared no shingle.
 - Shingles: every run of ``ngram`` consecutive words of the normalized text (a document with
   fewer words is one shingle; an empty one has none and never joins a cluster).
 - Each shingle's 32-bit hash is the top half of a 64-bit polynomial hash of its UTF-8 bytes,
@@ -84,6 +90,24 @@ def _powers(n: int) -> tuple[np.ndarray, np.ndarray]:
 def _table(n: int) -> tuple[np.ndarray, np.ndarray]:
     size = 1 << max(16, (n - 1).bit_length())
     return _powers(size)
+
+
+def shingle_text(text: str) -> str:
+    """The normalized text whose space-separated words are shingled: ``normalize(text)`` for a
+    language written with spaces; for an unspaced script (``segment.UNSPACED``) the document's words
+    (``segment.document_words``) joined by spaces, then normalized.
+
+    >>> shingle_text("The Cat, the hat.")
+    'the cat the hat'
+    >>> shingle_text("我们今天去北京大学参观。我们明天去上海。")
+    '我们 今天 去 北京 大学 参观 我们 明天 去 上海'
+    """
+    from lab.stages import language, segment
+
+    lang = language.detect(text)[0]
+    if lang not in segment.UNSPACED:
+        return normalize(text)
+    return normalize(" ".join(segment.words(text, lang)))
 
 
 def shingle_hash(shingle: bytes) -> int:
@@ -180,7 +204,7 @@ def minhash(hashes: np.ndarray, num_perm: int, seed: int) -> np.ndarray:
 
 def signature(text: str, cfg: SignatureParams) -> tuple[np.ndarray, np.ndarray]:
     """(signature uint32[num_perm], distinct shingle hashes uint32[]) of one document's text."""
-    h = shingle_hashes(normalize(text), cfg.ngram)
+    h = shingle_hashes(shingle_text(text), cfg.ngram)
     return minhash(h, cfg.num_perm, cfg.seed), h
 
 

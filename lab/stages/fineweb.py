@@ -7,8 +7,11 @@ of <= 30 characters <= 0.67; characters in duplicated lines / characters (newlin
 As datatrove's filter (current version, defaults): lines are ``text.split("\\n")`` without the
 blank ones, not stripped; terminal punctuation is the Unicode sentence terminals (``. ! ?`` and
 their kin in other scripts, not quotes); duplicated lines are counted after their first
-occurrence, over ``len(text)`` less its newlines; words are datatrove's English words
-(``lab.stages.text``) and the newline count is over the whole text. A text with no non-blank
+occurrence, over ``len(text)`` less its newlines; words are the document's words in its language
+(``lab.stages.segment.document_words``, as gopher_quality's: datatrove's English words for English and
+every language written with spaces, unchanged from ``VERSION`` 1; ICU's words for the runs of Chinese,
+Japanese, Thai, Lao, Khmer and Burmese, where ``VERSION`` 1 counted a clause as one word and so gave
+such a document many newlines per "word") and the newline count is over the whole text. A text with no non-blank
 line has every ratio 0.0, so it fails ``line_punct_ratio`` first, as datatrove drops it as
 "empty"; a text with no word has its newline count as ratio.
 """
@@ -21,10 +24,12 @@ import pyarrow as pa
 
 from lab.rules import Rule
 from lab.stages.fields import check, knob
-from lab.stages.text import TERMINAL_PUNCTUATION, words
+from lab.stages import segment
+from lab.stages.text import TERMINAL_PUNCTUATION
 
 NAME = "fineweb"
-VERSION = 1  # bump when signals() (or what it reads: word lists, models) gives other values
+VERSION = 2  # bump when signals() (or what it reads: word lists, models) gives other values
+# 2: words of the document's language (ICU words for unspaced scripts; 1: English words for every language)
 SOURCE = "FineWeb (Penedo et al. 2024), datatrove FineWebQualityFilter default"
 SHORT_LINE_LENGTH = 30  # characters; a line this long or shorter is short
 
@@ -60,6 +65,11 @@ SIGNALS = {
 }
 
 
+def signal_params(cfg: Config) -> dict:
+    """What the signals depend on besides ``VERSION``: the language model and the segmenter (the words)."""
+    return segment.signal_params()
+
+
 def signals(text: str) -> dict:
     """
     >>> s = signals("Home\\nA line that ends with a full stop.\\nHome\\n")
@@ -73,7 +83,7 @@ def signals(text: str) -> dict:
     n = len(lines)
     unique = set(lines)
     dup_chars = sum(map(len, lines)) - sum(map(len, unique))
-    n_words = len(words(text))
+    n_words = len(segment.document_words(text))
     return {
         "fw_line_punct_ratio": sum(1 for line in lines if line[-1] in TERMINAL_PUNCTUATION) / n,
         "fw_short_line_ratio": sum(1 for line in lines if len(line) <= SHORT_LINE_LENGTH) / n,

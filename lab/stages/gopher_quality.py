@@ -12,8 +12,10 @@ spaces, gets datatrove's English words (spaCy tokens, see ``lab.stages.text``); 
 Japanese, Thai, Lao, Khmer and Burmese get them cut again at ICU's word boundaries
 (``lab.stages.segment``). The stop words are Gopher's eight for English and, for another
 language, its eight most frequent stop words (``lab.stages.stopwords``: stopwords-iso lists
-ranked by wordfreq); a language with no list falls back to the English eight, as before
-(``VERSION`` 1 counted the English eight and English words for every language). English values
+ranked by wordfreq; Korean's are particles, counted when a word ends with one; Serbian's are in
+either script; Thai's are ranked by the Thai National Corpus); a language with no list (Lao, Khmer,
+Burmese...) falls back to the English eight, as before (``VERSION`` 1 counted the English eight and
+English words for every language). English values
 are unchanged from ``VERSION`` 1 (datatrove's). A word made only of punctuation is a symbol.
 ``gq_words`` and the mean length count non-symbol words; the ``#`` and ellipsis ratios and the
 alphabetic ratio are over all words, as datatrove's. ``gq_stop_words`` counts *distinct* stop
@@ -36,8 +38,9 @@ from lab.stages import language, segment, stopwords
 from lab.stages.text import SYMBOLS
 
 NAME = "gopher_quality"
-VERSION = 2  # bump when signals() (or what it reads: word lists, models) gives other values
+VERSION = 3  # bump when signals() (or what it reads: word lists, models) gives other values
 # 2: stop words and word segmentation of the document's language (1: English for every language)
+# 3: Korean particles as eojeol endings, Serbian (Croatian list, both scripts), Thai ranked by TNC frequencies
 SOURCE = "Gopher (Rae et al. 2021)"
 STOP_WORDS = stopwords.GOPHER_STOP_WORDS  # English; other languages: stopwords.stop_words(lang)
 
@@ -98,7 +101,7 @@ SIGNALS = {
 
 def signal_params(cfg: Config) -> dict:
     """What the signals depend on besides ``VERSION``: the language model, the stop lists, the segmenter."""
-    return {"language_model": language.signal_params(language.Config())["model"], **stopwords.versions(), **segment.versions()}
+    return {**segment.signal_params(), **stopwords.versions()}
 
 
 def signals(text: str) -> dict:
@@ -108,7 +111,7 @@ def signals(text: str) -> dict:
     (11, 2, 0.5)
     """
     lang = language.detect(text)[0]
-    ws = segment.words(text, lang)
+    ws = segment.words(text, lang)  # = segment.document_words(text), the split the other stages share
     counts = Counter(ws)
     n_words = len(ws)
     n_kept = kept_chars = n_alpha = 0
@@ -130,7 +133,7 @@ def signals(text: str) -> dict:
         "gq_bullet_lines_ratio": bullets / n_lines if n_lines else 0.0,
         "gq_ellipsis_lines_ratio": ellipsis_lines / n_lines if n_lines else 0.0,
         "gq_alpha_words_ratio": n_alpha / n_words if n_words else 0.0,
-        "gq_stop_words": len(stopwords.stop_words(lang) & counts.keys()),
+        "gq_stop_words": stopwords.count(lang, counts.keys()),
     }
 
 

@@ -7,8 +7,12 @@ characters; duplicated 5..10-grams cover <= 0.15/0.14/0.13/0.12/0.11/0.10 of the
 
 Definitions follow datatrove's filter exactly; every fraction of characters is over ``len(text)``.
 Paragraphs are ``re.split(r"\\n{2,}", text.strip())`` and lines ``re.split(r"\\n+", text)``; an
-item equal to an earlier one is a duplicate (the first occurrence is not counted). Words are
-datatrove's English words (``lab.stages.text``). The top n-gram covers ``len(" ".join(ngram)) *
+item equal to an earlier one is a duplicate (the first occurrence is not counted). Words are the
+document's words in its language (``lab.stages.segment.document_words``, the split gopher_quality
+uses): datatrove's English words (``lab.stages.text``) for English and every language written with
+spaces, unchanged from ``VERSION`` 1; for Chinese, Japanese, Thai, Lao, Khmer and Burmese the runs of
+those scripts are cut at ICU's word boundaries, so their n-grams are n words and not n clauses
+(``VERSION`` 1 gave such a document a handful of "words" and no repeated n-gram). The top n-gram covers ``len(" ".join(ngram)) *
 count``, the most frequent n-gram winning ties by first occurrence; no n-gram gives 0.0. The
 duplicated n-gram characters come from a greedy left-to-right scan that counts an n-gram seen
 before by the characters of its words (no spaces: datatrove compares ``"".join(ngram)``), then
@@ -28,10 +32,11 @@ import pyarrow as pa
 
 from lab.rules import Rule
 from lab.stages.fields import check, knob
-from lab.stages.text import words
+from lab.stages import segment
 
 NAME = "gopher_repetition"
-VERSION = 1  # bump when signals() (or what it reads: word lists, models) gives other values
+VERSION = 2  # bump when signals() (or what it reads: word lists, models) gives other values
+# 2: words of the document's language (ICU words for unspaced scripts; 1: English words for every language)
 SOURCE = "Gopher (Rae et al. 2021)"
 TOP_NS = (2, 3, 4)
 DUP_NS = (5, 6, 7, 8, 9, 10)
@@ -100,6 +105,11 @@ SIGNALS = {
     **{f"gr_top_{n}gram_char_frac": pa.float64() for n in TOP_NS},
     **{f"gr_dup_{n}gram_char_frac": pa.float64() for n in DUP_NS},
 }
+
+
+def signal_params(cfg: Config) -> dict:
+    """What the signals depend on besides ``VERSION``: the language model and the segmenter (the words)."""
+    return segment.signal_params()
 
 
 def duplicates(items: list[str]) -> tuple[int, int]:
@@ -196,7 +206,7 @@ def signals(text: str) -> dict:
     para_dups, para_chars = duplicates(paragraphs)
     lines = _LINE_BREAK.split(text)
     line_dups, line_chars = duplicates(lines)
-    ws = words(text)
+    ws = segment.document_words(text)
     vocab = {w: i for i, w in enumerate(dict.fromkeys(ws))}
     ids = np.fromiter(map(vocab.__getitem__, ws), np.int64, len(ws))
     lens = np.fromiter(map(len, ws), np.int64, len(ws))

@@ -1,5 +1,12 @@
 """near_dedup: MinHash signatures of word 5-gram shingles; one document kept per near-duplicate cluster.
 
+Words are those of the normalized text split at spaces for English and every language written with
+spaces (unchanged from ``VERSION`` 1); for Chinese, Japanese, Thai, Lao, Khmer and Burmese they are
+the document's word split (``lab.stages.segment.document_words``, ICU's words, the split
+gopher_quality, gopher_repetition and fineweb use), normalized (``lab.neardup.signature.shingle_text``).
+``VERSION`` 2 and the segmenter in ``signal_params`` put that into the signals hash, so a rerun
+recomputes the signatures, shingle sets and band records.
+
 The stage's signal is ``nd_shingles`` (distinct shingles; 0: no words, never a near-duplicate); its
 per-partition output (``Collector``) is the partition's MinHash signatures
 (``dedup/signatures/part-KEY.npy``, row i = the partition's i-th document), its shingle sets with
@@ -37,10 +44,12 @@ from lab.neardup.recall import TARGET_RECALL, WARN_BELOW, bands_rows, lowest_thr
 from lab.neardup.shuffle import band_groups, write_bands
 from lab.neardup.signature import signature
 from lab.rules import Near, Rule
+from lab.stages import segment
 from lab.stages.fields import check, knob
 
 NAME = "near_dedup"
-VERSION = 1  # bump when signals() (or what it reads: word lists, models) gives other values
+VERSION = 2  # bump when signals() (or what it reads: word lists, models) gives other values
+# 2: shingles of the document's words (ICU words for unspaced scripts; 1: space-separated for every language)
 SOURCE = "MinHash LSH (FineWeb/datatrove: word 5-grams, 14 bands x 8 rows)"
 @dataclass(frozen=True)
 class Config:
@@ -114,8 +123,9 @@ class Config:
 
 
 def signal_params(cfg: Config) -> dict:
-    """What the signals and the signatures depend on besides ``VERSION``."""
-    return cfg.signature_params()
+    """What the signals and the signatures depend on besides ``VERSION``: the signature parameters, the
+    language model and the segmenter (the words of unspaced scripts)."""
+    return {**cfg.signature_params(), **segment.signal_params()}
 
 
 def recall(cfg: Config, threshold: float | None = None) -> float:

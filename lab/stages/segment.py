@@ -20,7 +20,11 @@ script, with no model file and no download: ICU and its data are inside the ``ic
 and nothing for other languages. Per-language segmenters (jieba, MeCab with UniDic, PyThaiNLP)
 would be three or more libraries and dictionaries for the same coverage.
 
-The last text's words are kept, as ``text.words`` does, so stages that ask again get them free.
+One word split per document: ``document_words`` is the split of the document in its own language
+(the language stage's ``detect``, run once per document and remembered), and every stage that counts
+words asks it: gopher_quality (word counts, stop words), gopher_repetition (word n-grams), fineweb
+(newlines per word) and near_dedup (word 5-gram shingles, ``lab.neardup.signature.shingle_text``).
+The last text's words are kept, as ``text.words`` does, so the stages after the first get them free.
 """
 
 from __future__ import annotations
@@ -48,6 +52,14 @@ _LAST: tuple[str, str | None, str, tuple[str, ...]] = ("", None, "", ())  # text
 def versions() -> dict[str, str]:
     """What the segmentation depends on (part of gopher_quality's signals hash)."""
     return {"segmenter": f"icu4py {metadata.version('icu4py')}"}
+
+
+def signal_params() -> dict[str, str]:
+    """What ``document_words`` depends on: the language model and the segmenter (part of the signals
+    hash of every stage that counts words)."""
+    from lab.stages import language
+
+    return {"language_model": language.signal_params(language.Config())["model"], **versions()}
 
 
 def _icu_split(token: str, lang: str) -> list[str]:
@@ -103,3 +115,15 @@ def words(text: str, lang: str | None, *, breaker: str | None = None) -> tuple[s
             out.append(w)
     _LAST = text, lang, breaker, tuple(out)
     return _LAST[3]
+
+
+def document_words(text: str) -> tuple[str, ...]:
+    """The words of ``text`` in its own language (``language.detect``: the model runs once per
+    document, whichever stage asks first): the one word split the stages that count words share.
+
+    >>> document_words("The cat sat on the mat.") == english_words("The cat sat on the mat.")
+    True
+    """
+    from lab.stages import language
+
+    return words(text, language.detect(text)[0])

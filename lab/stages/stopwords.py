@@ -19,12 +19,28 @@ about the same in every language:
   themselves are unordered and long (100-1,300 words): counted whole, they would put every
   language on another scale than Gopher's eight.
 
-A language with a stop list but no wordfreq ranking (Thai, Estonian, Swahili...), or with no stop
-list (Serbian; lid.176 predicts 176 languages), falls back to the English list, which is what every
-document got before the lists were per language (gopher_quality ``VERSION`` 1): its values do not
-move, and such a document passes ``too_few_stop_words`` only if it quotes English (a run keeping
-one sets a per-language ``min_stop_words`` of 0). Korean is listed but its stop words are particles
-written attached to the word before them, so whole words rarely match (bench/RESULTS.md §19).
+Where the two packages leave a gap (bench/RESULTS.md §19 measures each choice on translated man pages):
+
+- **Korean**: its stop words are particles (josa: 이 가 을 를 에 의 ...) written attached to the word
+  before them, so a space-separated word (an eojeol) rarely *is* one (whole-word matching gave a
+  translation 0.17 of the English page's count). Korean's list is the eight most frequent (wordfreq)
+  stop-list entries that are particles (``KO_PARTICLES``, a closed grammatical class), which are
+  이 을 에 의 가 를 에서 으로, and a particle is present when an eojeol ends with it (or is it).
+  wordfreq's Korean counts are of morphemes, so the verb stem 하 and the plural suffix 들, among the
+  plain ranking's eight, are left out: neither ends an eojeol.
+- **Serbian**: stopwords-iso has no Serbian list. Serbian, Croatian and Bosnian are one standard
+  language (wordfreq counts them together as ``sh``), so Serbian takes the Croatian list ranked by
+  ``sh``; Serbian is written in Cyrillic as well as Latin (and the two correspond letter for letter:
+  ``_SR_CYRILLIC``), so a stop word is present in either script (a document counts it once).
+- **Thai**: stopwords-iso has a list, wordfreq no frequencies; the list is ranked by the Thai
+  National Corpus word frequencies that ``pythainlp`` (Apache-2.0) ships in its wheel
+  (``corpus/tnc_freq.txt``, CC0 by its ``corpus_license.md``; read as a file: the package is not imported, nothing downloads). Thai
+  words are ICU's (``lab.stages.segment``), and its stop words are whole ICU words.
+- **Lao, Khmer, Burmese** (and any other language with no stop list or no frequencies, e.g. Interlingua):
+  neither stopwords-iso nor stop-words (the two candidates above) has a list for them, nor wordfreq
+  frequencies, so they fall back to the English eight, which is what every document got before the lists
+  were per language (gopher_quality ``VERSION`` 1): such a document passes ``too_few_stop_words`` only
+  if it quotes English (a run keeping one sets a per-language ``min_stop_words`` of 0).
 
 Matching is case-sensitive, as Gopher's (datatrove intersects the word set with the list):
 "The" at the start of a sentence is not "the".
@@ -38,13 +54,50 @@ from importlib import metadata
 N_STOP_WORDS = 8  # per language, as Gopher's English list
 # Gopher's English list (Rae et al. 2021), datatrove's STOP_WORDS
 GOPHER_STOP_WORDS = frozenset({"the", "be", "to", "of", "and", "that", "have", "with"})
-_WORDFREQ_CODES = {"no": "nb", "tl": "fil", "hr": "sh", "bs": "sh"}  # lid.176 label -> wordfreq's code, where they differ
+_WORDFREQ_CODES = {"no": "nb", "tl": "fil", "hr": "sh", "bs": "sh", "sr": "sh"}  # lid.176 label -> wordfreq's code, where they differ
+_STOP_CODES = {"sr": "hr"}  # lid.176 label -> the stopwords-iso list used, where it has none of its own
+# Korean case and other particles (josa), a closed class (any Korean grammar); the ones on the stop list count
+KO_PARTICLES = frozenset("이 가 을 를 은 는 에 에서 의 로 으로 와 과 도 만 에게 께서 한테 보다 처럼 까지 부터 이나 나 랑 이랑 하고".split())
+# Serbian Latin -> Cyrillic (the digraphs first): the two alphabets correspond letter for letter
+_SR_DIGRAPHS = {"lj": "љ", "nj": "њ", "dž": "џ", "Lj": "Љ", "Nj": "Њ", "Dž": "Џ"}
+_SR_CYRILLIC = str.maketrans(dict(zip("abvgdđežzijklmnoprstćufhcčšABVGDĐEŽZIJKLMNOPRSTĆUFHCČŠ",
+                                      "абвгдђежзијклмнопрстћуфхцчшАБВГДЂЕЖЗИЈКЛМНОПРСТЋУФХЦЧШ")))
 
 
 @functools.lru_cache(maxsize=1)
 def versions() -> dict[str, str]:
     """The packages the lists come from (part of gopher_quality's signals hash)."""
-    return {p: metadata.version(p) for p in ("stopwordsiso", "wordfreq")}
+    return {p: metadata.version(p) for p in ("stopwordsiso", "wordfreq", "pythainlp")}
+
+
+def to_cyrillic(word: str) -> str:
+    """A Serbian word in Latin letters written in Cyrillic.
+
+    >>> to_cyrillic("njegov"), to_cyrillic("je")
+    ('његов', 'је')
+    """
+    for latin, cyrillic in _SR_DIGRAPHS.items():
+        word = word.replace(latin, cyrillic)
+    return word.translate(_SR_CYRILLIC)
+
+
+def count(lang: str | None, words) -> int:
+    """How many distinct stop words of ``lang`` are among ``words`` (a set or dict keys of words):
+    ``gq_stop_words``. Korean: a particle ends a word; Serbian: a stop word in either script.
+
+    >>> count("en", {"the", "cat", "The", "of"})
+    2
+    >>> count("ko", {"사람이", "책을", "읽는다"})  # 이 and 을 attached to the nouns
+    2
+    >>> count("sr", {"Ово", "је", "и", "je"})  # је and je are one stop word
+    2
+    """
+    stops = stop_words(lang)
+    if lang == "ko":
+        return sum(1 for p in stops if any(w.endswith(p) for w in words))
+    if lang == "sr":
+        return sum(1 for w in stops if w in words or to_cyrillic(w) in words)
+    return len(stops & words)
 
 
 @functools.lru_cache(maxsize=None)
@@ -70,14 +123,41 @@ def ranked(lang: str | None, n: int = N_STOP_WORDS) -> tuple[str, ...]:
     import stopwordsiso
     import wordfreq
 
-    freq_lang = _WORDFREQ_CODES.get(lang, lang)
-    if not stopwordsiso.has_lang(lang) or freq_lang not in wordfreq.available_languages("small"):
+    stop_lang = _STOP_CODES.get(lang, lang)
+    if not stopwordsiso.has_lang(stop_lang):
         return ()
-    stop = set(stopwordsiso.stopwords(lang))
+    stop = set(stopwordsiso.stopwords(stop_lang))
+    if lang == "ko":
+        stop &= KO_PARTICLES
+    freq_lang = _WORDFREQ_CODES.get(lang, lang)
+    if lang == "th":
+        frequent = _thai_by_frequency()
+    elif freq_lang in wordfreq.available_languages("small"):
+        frequent = wordfreq.iter_wordlist(freq_lang, "small")  # most frequent first; "small": the top 1e-6
+    else:
+        return ()
     out: list[str] = []
-    for w in wordfreq.iter_wordlist(freq_lang, "small"):  # most frequent first; "small": the top 1e-6
+    for w in frequent:
         if w in stop:
             out.append(w)
             if len(out) == n:
                 break
     return tuple(out)
+
+
+def _thai_by_frequency() -> list[str]:
+    """Thai words, most frequent first, by the Thai National Corpus counts shipped in pythainlp's wheel
+    (``corpus/tnc_freq.txt``: word TAB count), read as a file without importing the package."""
+    from importlib.util import find_spec
+    from pathlib import Path
+
+    spec = find_spec("pythainlp")
+    if spec is None or spec.origin is None:
+        raise ImportError("Thai stop words are ranked by pythainlp's Thai National Corpus frequencies; pythainlp is "
+                          "not installed: pip install 'pythainlp>=5.4' (or bash .ci/setup)")
+    rows = []
+    for line in (Path(spec.origin).parent / "corpus" / "tnc_freq.txt").read_text(encoding="utf-8").splitlines():
+        word, _, n = line.partition("\t")
+        if n.strip().isdigit():
+            rows.append((-int(n), word))
+    return [w for _, w in sorted(rows)]
