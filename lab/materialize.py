@@ -212,8 +212,8 @@ def prepare(cfg: Config, layout: RunLayout) -> Job:
     dest_batch = np.concatenate([np.full(t.doc_ids.size, t.batch, dtype=np.int32) for t in shards]) if shards \
         else np.zeros(0, dtype=np.int32)
     by_doc = np.argsort(dest_doc, kind="stable")
-    return Job(sha, token_dtype(tok.get_vocab_size()), tok.token_to_id(tokenize.EOD), tok.token_to_id(tokenize.PAD),
-               tok.get_vocab_size(), keys, shards, dest_doc[by_doc], dest_batch[by_doc], summary, compare)
+    eod, pad, n_ids = tokenize.special_ids(tok)  # a fitted one: 0, 1 and its vocabulary
+    return Job(sha, token_dtype(n_ids), eod, pad, n_ids, keys, shards, dest_doc[by_doc], dest_batch[by_doc], summary, compare)
 
 
 def staging(layout: RunLayout) -> Path:
