@@ -194,12 +194,19 @@ class TiktokenTokenizer:
     def __init__(self, enc):
         self.enc = enc
         n = enc.n_vocab
-        self.lengths = np.zeros(n, dtype=np.int64)  # id -> bytes of the token (0 for unused ids)
+        self.kinds = np.full(n, CONTINUES, dtype=np.int8)  # as token_kinds, from each token's bytes
+        self.ends_space = np.zeros(n, dtype=bool)  # cl100k has tokens like ".\n": the next token starts a word
+        space = ASCII_SPACE.encode()
         for i in range(n):
             try:
-                self.lengths[i] = len(enc.decode_single_token_bytes(i))
-            except KeyError:
-                pass
+                b = enc.decode_single_token_bytes(i)
+            except KeyError:  # an unused id
+                continue
+            if b and not b.strip(space):
+                self.kinds[i] = SPACE
+            elif b and b[0] in space:
+                self.kinds[i] = WORD_START
+            self.ends_space[i] = bool(b) and b[-1] in space
 
     def get_vocab_size(self) -> int:
         return self.enc.n_vocab
@@ -330,13 +337,10 @@ def count_words(text: str) -> int:
 def encode(tok, texts: list[str]) -> tuple[list[np.ndarray], np.ndarray]:
     """Token ids of each text (uint32, ``encode_batch_fast``: no offsets) and, per text, the
     whitespace-separated words cut into more than one token (``continued_words``; from token kinds for
-    a ByteLevel tokenizer, else from character offsets, or token byte lengths for tiktoken)."""
-    if isinstance(tok, TiktokenTokenizer):
-        from lab.fertility import _continued_from_byte_lengths
-
+    a ByteLevel tokenizer or tiktoken, else from character offsets)."""
+    if isinstance(tok, TiktokenTokenizer):  # byte-level tokens: the same token kinds, from their bytes
         ids = [np.asarray(x, dtype=np.uint32) for x in tok.encode_ids(texts)]
-        return ids, np.array([_continued_from_byte_lengths(t, tok.lengths[a.astype(np.int64)])
-                              for t, a in zip(texts, ids)], dtype=np.int32)
+        return ids, np.array([continued_words(tok.kinds[a], tok.ends_space[a]) for a in ids], dtype=np.int32)
     from tokenizers import decoders
 
     if not isinstance(tok.decoder, decoders.ByteLevel):  # token kinds need a ByteLevel decoder: use offsets
@@ -380,12 +384,20 @@ def token_kinds(tok) -> np.ndarray:
 _kinds: dict[int, tuple[object, np.ndarray]] = {}
 
 
-def continued_words(k: np.ndarray) -> int:
+def continued_words(k: np.ndarray, ends_space: np.ndarray | None = None) -> int:
     """Words (runs of tokens between ASCII whitespace) of more than one token, from the tokens' kinds: a
-    word starts at a WORD_START token or at a CONTINUES token after whitespace (or first)."""
+    word starts at a WORD_START token or at a CONTINUES token after whitespace (or first); ``ends_space``
+    (per token: it ends in whitespace) for vocabularies whose tokens carry trailing whitespace.
+
+    >>> continued_words(np.array([CONTINUES, CONTINUES, WORD_START, CONTINUES, SPACE, CONTINUES]))
+    2
+    >>> continued_words(np.array([CONTINUES, CONTINUES]), np.array([True, False]))
+    0
+    """
     if k.size == 0:
         return 0
-    after_space = np.concatenate(([True], k[:-1] == SPACE))
+    prev = k[:-1] == SPACE if ends_space is None else (k[:-1] == SPACE) | ends_space[:-1]
+    after_space = np.concatenate(([True], prev))
     start = (k == WORD_START) | ((k == CONTINUES) & after_space)
     return int(np.count_nonzero(start[:-1] & (k[1:] == CONTINUES) & ~start[1:]))
 

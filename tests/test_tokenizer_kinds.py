@@ -115,6 +115,14 @@ def test_tiktoken_cl100k_end_to_end(tokens_run, tmp_path):
     assert fit["vocab_size"] == 100278
     ids = tokenize.encode(tok, ["hello world"])[0][0].tolist()
     assert ids == [15339, 1917]  # cl100k_base's ids
+    # continued words from token kinds (+ trailing whitespace) equal the character-span reference
+    from lab import fertility
+
+    texts = fertility.kept_documents(cfg.run_dir, cfg)["text"].to_list()[:40]
+    ids, cont = tokenize.encode(tok, texts)
+    ref = [fertility._continued_from_byte_lengths(t, np.array([len(tok.enc.decode_single_token_bytes(int(i)))
+                                                                for i in a], dtype=np.int64)) for t, a in zip(texts, ids)]
+    assert cont.tolist() == ref and sum(ref) > 0
     ranks = layout.tokenizer_dir / tokenize.RANKS
     ranks.write_bytes(ranks.read_bytes()[:-20] + b"\n")
     tokenize._cache.clear()
