@@ -30,11 +30,11 @@ def run(tokens_run) -> Config:
 
 @pytest.fixture(scope="module")
 def table(run) -> pl.DataFrame:
-    return fertility.compare(run.run_dir, run, vocab_sizes=SIZES, d_model=D)
+    return fertility.compare(run.run_dir, run, vocab_sizes=SIZES, unigram_sizes=(1000,), d_model=D)
 
 
 def fitted_rows(table: pl.DataFrame) -> pl.DataFrame:
-    return table.filter(pl.col("kind") == "fitted")
+    return table.filter((pl.col("kind") == "fitted") & pl.col("candidate").str.starts_with("bpe-"))
 
 
 def test_groups_cover_the_kept_documents(run, table):
@@ -43,7 +43,7 @@ def test_groups_cover_the_kept_documents(run, table):
         assert g["documents"].sum() == kept, (name, by)
     assert set(table["group_by"]) == {"all", "lang", "source"}
     # every fitted size and both OpenAI encodings (pinned dependencies) are measured
-    assert {"bpe-300", "bpe-500", "bpe-3k", "cl100k_base", "o200k_base"} <= set(table["candidate"])
+    assert {"bpe-300", "bpe-500", "bpe-3k", "unigram-1k", "cl100k_base", "o200k_base"} <= set(table["candidate"])
 
 
 def test_larger_vocab_fewer_tokens_per_word(table):
