@@ -227,13 +227,13 @@ class TokenizerConfig:
         check("min_frequency", self.min_frequency, self.min_frequency >= 1, ">= 1")
         from lab import tokenize
 
-        check("tokenizer.kind", self.kind, self.kind in tokenize.KINDS, "one of " + ", ".join(tokenize.KINDS))
+        check("kind", self.kind, self.kind in tokenize.KINDS, "one of " + ", ".join(tokenize.KINDS))
         if self.kind == "file":
-            check("tokenizer.path", self.path, bool(self.path), "set with tokenizer.kind: file (a tokenizer.json, "
+            check("path", self.path, bool(self.path), "set with tokenizer.kind: file (a tokenizer.json, "
                   "a directory holding one, or tiktoken:cl100k_base)")
-            tokenize.check_source(self.path)
+            tokenize.check_source(self.path, key="path")  # load() prefixes the section: tokenizer.path
         else:
-            check("tokenizer.path", self.path, not self.path, f"empty with tokenizer.kind: {self.kind} (it is fitted); "
+            check("path", self.path, not self.path, f"empty with tokenizer.kind: {self.kind} (it is fitted); "
                   "set tokenizer.kind: file to use the tokenizer at that path")
 
 

@@ -128,11 +128,11 @@ def source_file(path: str) -> Path | None:
     return p / "tokenizer.json" if p.is_dir() else p
 
 
-def check_source(path: str) -> None:
-    """Raise a ConfigError naming ``tokenizer.path`` unless it is a tokenizer that loads offline."""
+def check_source(path: str, key: str = "tokenizer.path") -> None:
+    """Raise a ConfigError naming ``key`` unless ``path`` is a tokenizer that loads offline."""
     from lab.errors import ConfigError
 
-    head = f"tokenizer.path={path!r} is not allowed: "
+    head = f"{key}={path!r} is not allowed: "
     if path.startswith(TIKTOKEN):
         name = path[len(TIKTOKEN):]
         if name not in OFFLINE_TIKTOKEN:

@@ -140,8 +140,9 @@ def test_tiktoken_cl100k_end_to_end(tokens_run, tmp_path):
     ({"kind": "unigram", "path": "x.json"}, "must be empty with tokenizer.kind: unigram"),
 ])
 def test_bad_tokenizer_config_fails_at_load(tok, match):
-    with pytest.raises(ConfigError, match=match):
+    with pytest.raises(ConfigError, match=match) as e:
         loads(json.dumps({"tokenizer": tok}))
+    assert "tokenizer.tokenizer" not in str(e.value)  # the key path named once
 
 
 def test_default_kind_hashes_as_before():
