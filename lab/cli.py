@@ -378,7 +378,9 @@ def cmd_fertility(args: argparse.Namespace) -> int:
     run_dir = _run_dir(args.run)
     cfg = load(args.config) if args.config else load(run_dir / "config.yaml")
     sizes = tuple(int(v) for v in args.vocab_sizes.split(","))
-    table = fertility.compare(run_dir, cfg, vocab_sizes=sizes, d_model=args.d_model, held_out=args.held_out)
+    uni = tuple(int(v) for v in args.unigram_sizes.split(",") if v.strip())
+    table = fertility.compare(run_dir, cfg, vocab_sizes=sizes, d_model=args.d_model, held_out=args.held_out,
+                              unigram_sizes=uni, tokenizers=tuple(args.tokenizer))
     fertility.write(run_dir, table)
     every = table.filter(pl.col("group_by") == "all")
     with pl.Config(tbl_rows=100, tbl_width_chars=180, float_precision=3, fmt_str_lengths=40,
@@ -538,6 +540,10 @@ def parser() -> argparse.ArgumentParser:
     fe.add_argument("run", help="run directory, e.g. runs/sample")
     fe.add_argument("--config", help="thresholds: which documents count (default: the run's config.yaml)")
     fe.add_argument("--vocab-sizes", default="8000,16000,32000,64000", help="fitted BPE sizes, comma-separated")
+    fe.add_argument("--unigram-sizes", default="32000", help="fitted Unigram sizes, comma-separated ('' for none)")
+    fe.add_argument("--tokenizer", action="append", default=[],
+                    help="an existing tokenizer to compare (repeatable): a tokenizer.json, a directory holding one, "
+                         "or tiktoken:cl100k_base; the run's own is included when tokenizer.kind is file")
     fe.add_argument("--d-model", type=int, default=4096, help="model width for the embedding cost V x d")
     fe.add_argument("--held-out", action="store_true", help="measure only documents outside the fit sample")
     fe.set_defaults(func=cmd_fertility)

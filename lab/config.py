@@ -212,9 +212,12 @@ class EngineConfig:
 
 @dataclass(frozen=True)
 class TokenizerConfig:
-    """The byte-level BPE fitted once per run on a stratified sample of the kept documents, then frozen."""
+    """The run's tokenizer, frozen by sha256: a byte-level BPE (or a Unigram) fitted once per run on a
+    stratified sample of the kept documents, or an existing tokenizer from disk (``kind: file``)."""
 
     enabled: bool = True  # fit the tokenizer and count every document's tokens (n_tokens) in `corpus-lab run`
+    kind: Literal["bpe", "unigram", "file"] = "bpe"  # bpe: fitted byte-level BPE; unigram: fitted Unigram LM; file: `path`
+    path: str = ""  # kind file: a tokenizer.json, a directory holding one, or tiktoken:cl100k_base (no download)
     vocab_size: int = 32000  # including the special tokens
     sample_bytes: int = 64 * 2**20  # text the tokenizer is fitted on, split over (lang, source) by global share
     min_frequency: int = 2  # a merge needs a pair seen at least this often
@@ -225,6 +228,16 @@ class TokenizerConfig:
               "a vocabulary size >= 260 (256 byte tokens + specials + merges)")
         check("sample_bytes", self.sample_bytes, self.sample_bytes >= 1024, ">= 1024 bytes")
         check("min_frequency", self.min_frequency, self.min_frequency >= 1, ">= 1")
+        from lab import tokenize
+
+        check("kind", self.kind, self.kind in tokenize.KINDS, "one of " + ", ".join(tokenize.KINDS))
+        if self.kind == "file":
+            check("path", self.path, bool(self.path), "set with tokenizer.kind: file (a tokenizer.json, "
+                  "a directory holding one, or tiktoken:cl100k_base)")
+            tokenize.check_source(self.path, key="path")  # load() prefixes the section: tokenizer.path
+        else:
+            check("path", self.path, not self.path, f"empty with tokenizer.kind: {self.kind} (it is fitted); "
+                  "set tokenizer.kind: file to use the tokenizer at that path")
 
 
 PACKINGS = ("pad", "concat", "best_fit")
@@ -307,6 +320,8 @@ class Config:
         d = to_dict(self)
         for k in ("engine", "name", "output_dir"):  # where it runs and where it is written change nothing it produces
             d.pop(k)
+        if d["tokenizer"]["kind"] == "bpe" and not d["tokenizer"]["path"]:  # the default: hashes as before kinds existed
+            del d["tokenizer"]["kind"], d["tokenizer"]["path"]
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 

