@@ -322,6 +322,8 @@ class Config:
             d.pop(k)
         if d["tokenizer"]["kind"] == "bpe" and not d["tokenizer"]["path"]:  # the default: hashes as before kinds existed
             del d["tokenizer"]["kind"], d["tokenizer"]["path"]
+        if not self.mixture.active:  # no mixture writes what a config without the section wrote: hashes as before
+            d.pop("mixture")
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -105,3 +105,12 @@ def test_materialize_writes_the_mixture_it_plans(tokens_run, tmp_path, rehydrate
     assert written == plan.tokens + int(plan.repeats.sum())  # + one EOD per copy
     assert out["mixture"] == plan.to_json() == read_json(layout.packing_stats)["mixture"]
     assert out["mixture"]["documents_written"] == int(plan.repeats.sum())
+
+
+def test_only_an_active_mixture_changes_the_config_hash():
+    """No mixture (or one that changes nothing) writes what a config without the section wrote: same hash,
+    nothing materialized again; budgets change it."""
+    base = Config()
+    assert loads("mixture: {by: [lang]}").config_hash() == base.config_hash()
+    assert loads("mixture: {by: [lang], buckets: [{bucket: en, tokens: 5}]}").config_hash() != base.config_hash()
+    assert loads("mixture: {rehydrate: true}").config_hash() != base.config_hash()
