@@ -47,7 +47,7 @@ from lab import pack, tokenize
 from lab.config import Config
 from lab.errors import IntegrityError, NotReadyError
 from lab.io.run import RunLayout
-from lab.io.shards import ShardInfo, SplitManifest, token_dtype, write_manifest, write_shard
+from lab.io.shards import ShardInfo, SplitManifest, token_dtype, write_manifest, write_pieces, write_shard
 from lab.io.writers import atomic, read_json, write_json
 
 COMPARE_SEQ_LENS = (512, 2048, 8192)
@@ -268,6 +268,9 @@ def write_one_shard(run_dir: str, keys: list[str], task: ShardTask, dtype: np.dt
                              "`corpus-lab run` with the same config to scatter them again")
     ids, ends = task.doc_ids.tolist(), task.ends.tolist()
     tokens, cu = pack.materialize(task.plan, lambda i: np.append(found[ids[i]], eod)[:ends[i]], pad_id, dtype)
+    p = task.plan
+    write_pieces(staging(layout) / task.split, task.index, task.doc_ids[p.piece_doc], p.piece_start, p.piece_len,
+                 p.seq_offsets)
     return write_shard(staging(layout) / task.split, task.index, tokens, cu, dtype)
 
 
@@ -278,7 +281,8 @@ def finish(cfg: Config, layout: RunLayout, job: Job, infos: list[ShardInfo]) -> 
     for split in ("train", "val"):
         m = SplitManifest(split=split, dtype=job.dtype.name, seq_len=cfg.pack.seq_len, eod_id=job.eod,
                           pad_id=job.pad_id, vocab_size=job.vocab_size, tokenizer_sha256=job.sha256,
-                          config_hash=cfg.config_hash(), shuffle_seed=cfg.pack.shuffle_seed, packing=cfg.pack.strategy)
+                          config_hash=cfg.config_hash(), shuffle_seed=cfg.pack.shuffle_seed, packing=cfg.pack.strategy,
+                          provenance="pieces")
         m.shards = [info for t, info in zip(job.shards, infos) if t.split == split]
         (tmp / split).mkdir(parents=True, exist_ok=True)
         write_manifest(tmp / split, m)
