@@ -72,3 +72,63 @@ def test_trace_cli(tokens_run, corpus_lab):
     assert t["source"] and t["locator"] and t["token"] in r.stdout.split("[", 1)[1]
     bad = corpus_lab("trace", run_dir, "--shard", 0, "--seq", 0, "--pos", -1)
     assert bad.returncode != 0 and "pos=-1" in bad.stderr + bad.stdout
+
+
+# --- the test split ---------------------------------------------------------------------------------
+
+
+def test_test_split_partitions_the_kept_documents(tokens_run, tmp_path, corpus_lab):
+    import dataclasses
+    import json
+    import shutil
+
+    from lab import materialize
+    from lab.config import Config, to_dict
+    from lab.io.run import RunLayout
+    from lab.io.writers import read_json
+
+    copy = tmp_path / "t"
+    shutil.copytree(tokens_run.run_dir, copy)
+    cfg = Config(**{**tokens_run.__dict__, "output_dir": str(tmp_path), "name": "t",
+                    "pack": dataclasses.replace(tokens_run.pack, test_fraction=0.2)})
+    layout = RunLayout(copy)
+    out = materialize.run(cfg, layout)
+    sha = read_json(layout.tokenizer_fit)["sha256"]
+    kept, _ = materialize.kept_tokens(cfg, layout, sha)
+    seen = {}
+    for split in ("train", "val", "test"):
+        m = read_manifest(layout.tokens / split)
+        docs = set()
+        for info in m.shards:
+            docs.update(np.load(layout.tokens / split / f"{info.name}.pieces.npy")[:, 0].tolist())
+        seen[split] = docs
+        assert out["splits"][split]["documents"] == len(docs) > 0
+    assert not (seen["train"] & seen["val"] or seen["train"] & seen["test"] or seen["val"] & seen["test"])
+    assert seen["train"] | seen["val"] | seen["test"] == set(kept.tolist())
+    assert len(seen["test"]) == round(0.2 * kept.size)
+    # val is the same documents with or without a test split; test comes out of train
+    base_val = set()
+    m = read_manifest(Path(tokens_run.run_dir) / "tokens" / "val")
+    for info in m.shards:
+        base_val.update(np.load(Path(tokens_run.run_dir) / "tokens" / "val" / f"{info.name}.pieces.npy")[:, 0].tolist())
+    assert seen["val"] == base_val
+    r = corpus_lab("verify-tokens", copy, "--split", "test", "--world", 1, "--workers", 2)
+    assert r.returncode == 0 and "exactly once" in r.stdout, r.stdout + r.stderr
+    # default test_fraction 0: no test split, and the config hash of the runs made before the key
+    assert not (Path(tokens_run.run_dir) / "tokens" / "test").exists()
+    d = to_dict(tokens_run)
+    for k in ("engine", "name", "output_dir"):
+        d.pop(k)
+    d["pack"].pop("test_fraction")
+    import hashlib
+    assert tokens_run.config_hash() == hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+    assert cfg.config_hash() != tokens_run.config_hash()
+
+
+def test_test_fraction_is_checked():
+    from lab.config import PackConfig
+
+    with pytest.raises(ConfigError, match="test_fraction"):
+        PackConfig(val_fraction=0.5, test_fraction=0.5)
+    o, w = __import__("lab.materialize").materialize.order_and_splits(np.arange(50), 1, 0.1, 0.0)
+    assert not (w == 2).any() and (w == 1).sum() == 5
