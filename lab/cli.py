@@ -347,6 +347,17 @@ def cmd_trace(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export_megatron(args: argparse.Namespace) -> int:
+    from lab import export
+
+    run_dir = _run_dir(args.run)
+    out = Path(args.out) / f"{args.split}_text_document"
+    r = export.export_megatron(run_dir / "tokens" / args.split, out)
+    print(f"{r['documents']} documents, {r['tokens']} tokens ({r['dtype']}) -> {r['bin']}, {r['idx']}")
+    print(f"Megatron-LM: --data-path {out}  (IndexedDataset prefix; one sequence per document)")
+    return 0
+
+
 def cmd_fertility(args: argparse.Namespace) -> int:
     import polars as pl
 
@@ -499,6 +510,12 @@ def parser() -> argparse.ArgumentParser:
     tr.add_argument("--pos", type=int, required=True, help="token position within the sequence")
     tr.add_argument("--window", type=int, default=12, help="tokens of context either side (default 12)")
     tr.set_defaults(func=cmd_trace)
+
+    em = sub.add_parser("export-megatron", help="a split as a Megatron-LM / NeMo IndexedDataset (.bin + .idx)")
+    em.add_argument("run", help="run directory, e.g. runs/sample")
+    em.add_argument("--split", default="train", choices=SPLITS)
+    em.add_argument("--out", required=True, help="directory for SPLIT_text_document.bin and .idx")
+    em.set_defaults(func=cmd_export_megatron)
 
     fe = sub.add_parser("fertility", help="compare tokenizers (fitted vocabulary sizes, offline references) on a run")
     fe.add_argument("run", help="run directory, e.g. runs/sample")
