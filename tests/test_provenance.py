@@ -132,3 +132,20 @@ def test_test_fraction_is_checked():
         PackConfig(val_fraction=0.5, test_fraction=0.5)
     o, w = __import__("lab.materialize").materialize.order_and_splits(np.arange(50), 1, 0.1, 0.0)
     assert not (w == 2).any() and (w == 1).sum() == 5
+
+
+def test_trace_cli_padding(tokens_run, corpus_lab):
+    run_dir = Path(tokens_run.run_dir)
+    split_dir = run_dir / "tokens" / "train"
+    m = read_manifest(split_dir)
+    for k, info in enumerate(m.shards):
+        shard = open_shard(split_dir, info, m)
+        short = [s for s in range(info.sequences) if shard.cu_seqlens(s)[-1] < m.seq_len]
+        if short:
+            s, real = short[0], int(shard.cu_seqlens(short[0])[-1])
+            break
+    else:
+        pytest.fail("no sequence with padding in the train split")
+    r = corpus_lab("trace", run_dir, "--shard", k, "--seq", s, "--pos", real)
+    assert r.returncode == 0 and f"padding (the sequence holds {real} real tokens" in r.stdout, r.stdout + r.stderr
+    assert not provenance.locate(split_dir, k, s, real - 1).get("padding")
