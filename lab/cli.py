@@ -29,6 +29,7 @@ from lab.errors import ConfigError, DiskFullError, IntegrityError, LabError, Run
 from lab.stages import near_dedup
 
 # exit statuses, by what the user does next (README "Exit codes"); argparse's usage errors are 2 too
+SPLITS = ("train", "val", "test")
 EXIT_FAILED = 1  # the command ran, its result is a failure: no document read, verify-tokens found a gap
 EXIT_BAD_INPUT = 2  # fix the config, the flag or the path (ConfigError, a path the OS refuses)
 EXIT_RUN_STATE = 3  # run the missing step first, or wait for the process writing the run (RunStateError)
@@ -370,6 +371,34 @@ def cmd_read_tokens(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_trace(args: argparse.Namespace) -> int:
+    from lab import provenance
+
+    t = provenance.trace(_run_dir(args.run), args.split, args.shard, args.seq, args.pos, window=args.window)
+    at = f"{args.split} shard {args.shard} sequence {args.seq} position {args.pos}"
+    if t.get("padding"):
+        print(f"{at}: padding (the sequence holds {t['real_tokens']} real tokens, positions 0..{t['real_tokens'] - 1})")
+        return 0
+    eod = " (the document's EOD)" if t["offset"] == t["doc_tokens"] - 1 else ""
+    print(f"{at}: doc {t['doc_id']}, token {t['offset']} of {t['doc_tokens']}{eod}, id {t['token_id']}")
+    print(f"  source  {t['source']} @ {t['locator']}")
+    if t["url"]:
+        print(f"  url     {t['url']}")
+    print(f"  text    {t['before']!r} [{t['token']!r}] {t['after']!r}")
+    return 0
+
+
+def cmd_export_megatron(args: argparse.Namespace) -> int:
+    from lab import export
+
+    run_dir = _run_dir(args.run)
+    out = Path(args.out) / f"{args.split}_text_document"
+    r = export.export_megatron(run_dir / "tokens" / args.split, out)
+    print(f"{r['documents']} documents, {r['tokens']} tokens ({r['dtype']}) -> {r['bin']}, {r['idx']}")
+    print(f"Megatron-LM: --data-path {out}  (IndexedDataset prefix; one sequence per document)")
+    return 0
+
+
 def cmd_fertility(args: argparse.Namespace) -> int:
     import polars as pl
 
@@ -528,13 +557,28 @@ def parser() -> argparse.ArgumentParser:
 
     v = sub.add_parser("verify-tokens", help="prove a split's tokens are delivered exactly once per epoch by the loader")
     v.add_argument("run", help="run directory, e.g. runs/sample")
-    v.add_argument("--split", default="train", choices=("train", "val"))
+    v.add_argument("--split", default="train", choices=SPLITS)
     v.add_argument("--world", type=int, default=2, help="data-parallel ranks (default 2)")
     v.add_argument("--workers", type=int, default=3, help="loader workers per rank (default 3)")
     v.add_argument("--seed", type=int, default=0)
     v.add_argument("--epoch", type=int, default=0)
     v.add_argument("--save-at", type=float, default=0.5, help="save and restore each stream at this fraction")
     v.set_defaults(func=cmd_verify_tokens)
+
+    tr = sub.add_parser("trace", help="the document (source, locator, url, text around it) a token of a split came from")
+    tr.add_argument("run", help="run directory, e.g. runs/sample")
+    tr.add_argument("--split", default="train", choices=SPLITS)
+    tr.add_argument("--shard", type=int, required=True, help="shard number within the split (shard-NNNNN)")
+    tr.add_argument("--seq", type=int, required=True, help="sequence within the shard")
+    tr.add_argument("--pos", type=int, required=True, help="token position within the sequence")
+    tr.add_argument("--window", type=int, default=12, help="tokens of context either side (default 12)")
+    tr.set_defaults(func=cmd_trace)
+
+    em = sub.add_parser("export-megatron", help="a split as a Megatron-LM / NeMo IndexedDataset (.bin + .idx)")
+    em.add_argument("run", help="run directory, e.g. runs/sample")
+    em.add_argument("--split", default="train", choices=SPLITS)
+    em.add_argument("--out", required=True, help="directory for SPLIT_text_document.bin and .idx")
+    em.set_defaults(func=cmd_export_megatron)
 
     fe = sub.add_parser("fertility", help="compare tokenizers (fitted vocabulary sizes, offline references) on a run")
     fe.add_argument("run", help="run directory, e.g. runs/sample")

@@ -250,6 +250,7 @@ class PackConfig:
     strategy: Literal["pad", "concat", "best_fit"] = "best_fit"  # pad: one document per sequence; concat: split across; best_fit: whole documents packed
     seq_len: int = 2048  # tokens per training sequence
     val_fraction: float = 0.01  # documents held out for validation (by document, never split)
+    test_fraction: float = 0.0  # documents held out for a test split (by document, never split; 0: no tokens/test/)
     shuffle_seed: int = 0  # the global document shuffle
     shard_sequences: int = 8192  # sequences per shard file
 
@@ -257,6 +258,8 @@ class PackConfig:
         check("strategy", self.strategy, self.strategy in PACKINGS, "one of " + ", ".join(PACKINGS))
         check("seq_len", self.seq_len, 2 <= self.seq_len <= 2**20, "a length in 2..1048576 tokens")
         check("val_fraction", self.val_fraction, 0 <= self.val_fraction < 1, "a fraction in [0, 1)")
+        check("test_fraction", self.test_fraction, 0 <= self.test_fraction < 1 - self.val_fraction,
+              f"a fraction in [0, 1 - val_fraction = {1 - self.val_fraction:g})")
         check("shard_sequences", self.shard_sequences, self.shard_sequences >= 1, ">= 1")
 
 
@@ -324,6 +327,8 @@ class Config:
             del d["tokenizer"]["kind"], d["tokenizer"]["path"]
         if not self.mixture.active:  # no mixture writes what a config without the section wrote: hashes as before
             d.pop("mixture")
+        if not d["pack"]["test_fraction"]:  # no test split: the hash of the runs made before the key existed
+            d["pack"].pop("test_fraction")
         return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -7,13 +7,16 @@
    order does not depend on partitions or workers.
 3. **Split** by document: the ``round(val_fraction x documents)`` documents (at least one when
    ``val_fraction > 0`` and there are two or more) with the lowest value of a second, independent
-   seeded mix of their ``doc_id`` form ``val``; no document is in both splits.
+   seeded mix of their ``doc_id`` form ``val``; with ``pack.test_fraction > 0``, the
+   ``round(test_fraction x documents)`` others with the lowest value of a third mix form ``test``;
+   no document is in two splits.
 4. **Mix** (``mixture``, when the config has one: ``lab.mixture``): each document is written as many
    times as its bucket's budget asks (0: left out), its copies in its own split, each copy placed by
    the shuffle's key of (document, copy); the manifest records the realized mixture per bucket.
 5. **Pack** (``lab.pack``) each split with ``pack.strategy`` at ``pack.seq_len``; every document
    ends with EOD; unused slots hold PAD.
-6. **Write** ``tokens/{train,val}/`` in the ``lab.io.shards`` format (uint16 when the vocabulary
+6. **Write** ``tokens/{train,val[,test]}/`` in the ``lab.io.shards`` format, with every shard's provenance
+   (``NAME.pieces.npy``: the pieces of each sequence, see ``lab.provenance``) (uint16 when the vocabulary
    fits) with a manifest per split, and ``stats/packing.json``: utilization, truncation and
    splits of every strategy at 512, 2048 and 8192 tokens on the train split (what the Packing tab
    compares).
@@ -50,7 +53,7 @@ from lab import pack, tokenize
 from lab.config import Config
 from lab.errors import IntegrityError, NotReadyError
 from lab.io.run import RunLayout
-from lab.io.shards import ShardInfo, SplitManifest, token_dtype, write_manifest, write_shard
+from lab.io.shards import ShardInfo, SplitManifest, token_dtype, write_manifest, write_pieces, write_shard
 from lab.io.writers import atomic, read_json, write_json
 
 COMPARE_SEQ_LENS = (512, 2048, 8192)
@@ -76,6 +79,44 @@ def order_and_split(doc_ids: np.ndarray, seed: int, val_fraction: float) -> tupl
     val = np.zeros(n, dtype=bool)
     val[np.lexsort((doc_ids, _mix(doc_ids, seed, 2)))[:n_val]] = True
     return order, val[order]
+
+
+SPLITS = ("train", "val", "test")
+
+
+def order_and_splits(doc_ids: np.ndarray, seed: int, val_fraction: float,
+                     test_fraction: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """(positions of ``doc_ids`` in shuffled order, the split of each of those: 0 train, 1 val, 2 test).
+
+    val is ``order_and_split``'s; test is the ``round(test_fraction x documents)`` other documents (at
+    least one when ``test_fraction > 0``, never the last training one) with the lowest value of a third
+    seeded mix of their ``doc_id``. ``test_fraction=0`` leaves train and val as they were.
+
+    >>> ids = np.arange(10)
+    >>> o, w = order_and_splits(ids, 0, 0.2, 0.3)
+    >>> np.bincount(w).tolist(), sorted(ids[o].tolist()) == ids.tolist()
+    ([5, 2, 3], True)
+    """
+    order, is_val = order_and_split(doc_ids, seed, val_fraction)
+    which = is_val.astype(np.int8)
+    n = doc_ids.size
+    rest = n - int(is_val.sum())
+    n_test = int(round(test_fraction * n))
+    if test_fraction > 0 and rest >= 2:
+        n_test = min(max(n_test, 1), rest - 1)
+    else:
+        n_test = 0
+    if n_test:
+        ids = doc_ids[order]
+        cand = np.flatnonzero(which == 0)
+        pick = cand[np.lexsort((ids[cand], _mix(ids[cand], seed, 3)))[:n_test]]
+        which[pick] = 2
+    return order, which
+
+
+def splits_of(cfg: Config) -> tuple[str, ...]:
+    """The splits materialize writes: train and val, and test when ``pack.test_fraction > 0``."""
+    return SPLITS if cfg.pack.test_fraction > 0 else SPLITS[:2]
 
 
 def _kept_ids(cfg: Config, layout: RunLayout) -> np.ndarray:
@@ -196,13 +237,14 @@ def prepare(cfg: Config, layout: RunLayout) -> Job:
     sha = read_json(layout.tokenizer_fit)["sha256"]
     tok = tokenize.load(layout, sha)  # refuses a tokenizer.json that changed
     keys, doc_ids, counts = _kept_lengths(cfg, layout, sha)
-    order, is_val = order_and_split(doc_ids, cfg.pack.shuffle_seed, cfg.pack.val_fraction)
+    order, which = order_and_splits(doc_ids, cfg.pack.shuffle_seed, cfg.pack.val_fraction, cfg.pack.test_fraction)
     mixture = _mixture(cfg, layout, doc_ids)
     shards: list[ShardTask] = []
     summary: dict = {}
     compare: dict = {}
     k = cfg.pack.shard_sequences
-    for split, members in (("train", order[~is_val]), ("val", order[is_val])):
+    for split in splits_of(cfg):
+        members = order[which == SPLITS.index(split)]
         if mixture is not None:
             members = with_copies(members, mixture.repeats, doc_ids, cfg.pack.shuffle_seed)
         lengths = counts[members] + 1  # + EOD
@@ -316,6 +358,9 @@ def write_one_shard(run_dir: str, keys: list[str], task: ShardTask, dtype: np.dt
                              "`corpus-lab run` with the same config to scatter them again")
     ids, ends = task.doc_ids.tolist(), task.ends.tolist()
     tokens, cu = pack.materialize(task.plan, lambda i: np.append(found[ids[i]], eod)[:ends[i]], pad_id, dtype)
+    p = task.plan
+    write_pieces(staging(layout) / task.split, task.index, task.doc_ids[p.piece_doc], p.piece_start, p.piece_len,
+                 p.seq_offsets)
     return write_shard(staging(layout) / task.split, task.index, tokens, cu, dtype)
 
 
@@ -323,10 +368,11 @@ def finish(cfg: Config, layout: RunLayout, job: Job, infos: list[ShardInfo]) -> 
     """Write the split manifests and ``stats/packing.json``; swap the staged shards in as ``tokens/``."""
     tmp = staging(layout)
     shutil.rmtree(tmp / "shuffle", ignore_errors=True)
-    for split in ("train", "val"):
+    for split in splits_of(cfg):
         m = SplitManifest(split=split, dtype=job.dtype.name, seq_len=cfg.pack.seq_len, eod_id=job.eod,
                           pad_id=job.pad_id, vocab_size=job.vocab_size, tokenizer_sha256=job.sha256,
-                          config_hash=cfg.config_hash(), shuffle_seed=cfg.pack.shuffle_seed, packing=cfg.pack.strategy)
+                          config_hash=cfg.config_hash(), shuffle_seed=cfg.pack.shuffle_seed, packing=cfg.pack.strategy,
+                          provenance="pieces")
         m.shards = [info for t, info in zip(job.shards, infos) if t.split == split]
         (tmp / split).mkdir(parents=True, exist_ok=True)
         write_manifest(tmp / split, m)

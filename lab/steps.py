@@ -220,8 +220,10 @@ def tokenizer_state(cfg: Config, layout: RunLayout, parts: list[Partition]) -> d
         from lab import tokenize
 
         tok["source_sha256"] = tokenize.source_sha256(tok["path"])
-    return {"tokenizer": tok,
-            "split": {"shuffle_seed": pack["shuffle_seed"], "val_fraction": pack["val_fraction"]},  # val never fits it
+    split = {"shuffle_seed": pack["shuffle_seed"], "val_fraction": pack["val_fraction"]}  # val and test never fit it
+    if pack["test_fraction"]:  # absent at 0: the state of the runs made before the key existed
+        split["test_fraction"] = pack["test_fraction"]
+    return {"tokenizer": tok, "split": split,
             "partitions": dedup_state(cfg, layout, parts, n_buckets(cfg, parts))["partitions"]}
 
 
@@ -320,11 +322,12 @@ def tokenize_start(layout: RunLayout, parts: list[Partition], sha: str, strip: d
 
 
 def tokens_current(cfg: Config, layout: RunLayout) -> bool:
-    """Whether tokens/ holds the shards of this config and the run's tokenizer."""
+    """Whether tokens/ holds the shards of this config and the run's tokenizer, with their provenance."""
     if not cfg.tokenizer.enabled:
         return True
     d, fit = read_marker(layout.tokens / "train" / "manifest.json"), read_marker(layout.tokenizer_fit)
-    return d.get("config_hash") == cfg.config_hash() and d.get("tokenizer_sha256") == fit.get("sha256", "-")
+    return (d.get("config_hash") == cfg.config_hash() and d.get("tokenizer_sha256") == fit.get("sha256", "-")
+            and d.get("provenance") == "pieces")  # shards written before provenance existed are rewritten
 
 
 def materialize_needed(cfg: Config, layout: RunLayout) -> bool:

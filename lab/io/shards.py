@@ -10,6 +10,11 @@ A split directory (``tokens/train/``, ``tokens/val/``) holds:
   number of real tokens), so segment ``k`` of it is ``tokens[cu[k]:cu[k + 1]]``.
 - ``shard-NNNNN.offsets.npy``: int64 ``[sequences + 1]``: sequence ``i``'s ``cu_seqlens`` are
   ``bounds[offsets[i]:offsets[i + 1]]``.
+- ``shard-NNNNN.pieces.npy``: int64 ``[pieces, 3]``, provenance: every sequence's pieces in sequence
+  order, each ``(doc_id, start, length)``: tokens ``start:start + length`` of document ``doc_id``'s
+  tokenization (its ``tokenized/`` ids, EOD appended). ``shard-NNNNN.piece_offsets.npy``: int64
+  ``[sequences + 1]``: sequence ``i``'s pieces are rows ``piece_offsets[i]:piece_offsets[i + 1]``.
+  ``lab.provenance.locate`` maps a token back to its document.
 - ``manifest.json`` (``SplitManifest``): dtype, seq_len, eod_id, pad_id, the shards with their
   sequence counts, token counts, tokenizer sha256, config hash, shuffle seed.
 
@@ -60,6 +65,7 @@ class SplitManifest:
     shuffle_seed: int
     packing: str
     shards: list[ShardInfo] = field(default_factory=list)
+    provenance: str = ""  # "pieces": every shard has NAME.pieces.npy and NAME.piece_offsets.npy
     format_version: int = FORMAT_VERSION
 
     @property
@@ -97,6 +103,16 @@ def write_shard(directory: Path, index: int, tokens: np.ndarray, cu_seqlens: lis
     real = int(sum(int(c[-1]) for c in cu_seqlens)) if cu_seqlens else 0
     docs = int(sum(c.size - 1 for c in cu_seqlens))
     return ShardInfo(name, len(tokens), real, docs)
+
+
+def write_pieces(directory: Path, index: int, doc_ids: np.ndarray, start: np.ndarray, length: np.ndarray,
+                 seq_offsets: np.ndarray) -> None:
+    """Write one shard's provenance: ``(doc_id, start, length)`` of every piece and each sequence's piece offsets."""
+    name = f"shard-{index:05d}"
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    rows = np.stack([np.asarray(doc_ids, np.int64), np.asarray(start, np.int64), np.asarray(length, np.int64)], axis=1)
+    write_npy(rows.reshape(-1, 3), Path(directory) / f"{name}.pieces.npy")
+    write_npy(np.asarray(seq_offsets, dtype=np.int64), Path(directory) / f"{name}.piece_offsets.npy")
 
 
 def write_manifest(directory: Path, manifest: SplitManifest) -> None:

@@ -35,13 +35,13 @@ def tokenizer_sample(run: str | Path | Run, config: Config) -> tuple[list[str], 
     tc = config.tokenizer
     cur = r.cursor()
     codes = _with_near(r, cur, rules, codes_sql(rules, extra=["lang", "source"], run=r))
-    # the validation documents never train the tokenizer: the split of the kept documents first
-    # (materialize's, from pack.shuffle_seed and pack.val_fraction), then the sample of the rest
-    from lab.materialize import order_and_split
+    # the validation and test documents never train the tokenizer: the split of the kept documents first
+    # (materialize's, from pack.shuffle_seed, pack.val_fraction and pack.test_fraction), then the sample of the rest
+    from lab.materialize import order_and_splits
 
     kept = np.sort(_arrow(cur.sql(f"SELECT doc_id FROM ({codes}) WHERE code IS NULL")).column("doc_id").to_numpy())
-    order, is_val = order_and_split(kept, config.pack.shuffle_seed, config.pack.val_fraction)
-    cur.register("_val", pa.table({"doc_id": pa.array(kept[order[is_val]], pa.int64())}))
+    order, which = order_and_splits(kept, config.pack.shuffle_seed, config.pack.val_fraction, config.pack.test_fraction)
+    cur.register("_val", pa.table({"doc_id": pa.array(kept[order[which != 0]], pa.int64())}))
     sql = (f"WITH k AS (SELECT doc_id, coalesce(lang, '') AS lang, source, bytes, "
            f"md5(doc_id::VARCHAR || ':' || {int(tc.seed)}) AS h FROM ({codes}) WHERE code IS NULL "
            f"AND doc_id NOT IN (SELECT doc_id FROM _val)), "
