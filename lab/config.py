@@ -320,6 +320,11 @@ class Config:
         return hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()[:16]
 
     def config_hash(self) -> str:
+        return hashlib.sha256(json.dumps(self.hashed(), sort_keys=True).encode()).hexdigest()[:16]
+
+    def hashed(self) -> dict:
+        """What ``config_hash`` hashes: the config's plain data without where it runs, and without the keys
+        added since at the values that change nothing (so earlier runs keep their hash)."""
         d = to_dict(self)
         for k in ("engine", "name", "output_dir"):  # where it runs and where it is written change nothing it produces
             d.pop(k)
@@ -329,7 +334,7 @@ class Config:
             d.pop("mixture")
         if not d["pack"]["test_fraction"]:  # no test split: the hash of the runs made before the key existed
             d["pack"].pop("test_fraction")
-        return hashlib.sha256(json.dumps(d, sort_keys=True).encode()).hexdigest()[:16]
+        return d
 
 
 # --- building dataclasses from plain data, with errors that name the key path ----------------------
