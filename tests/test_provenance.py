@@ -115,8 +115,6 @@ def test_test_split_partitions_the_kept_documents(tokens_run, tmp_path, corpus_l
     assert r.returncode == 0 and "exactly once" in r.stdout, r.stdout + r.stderr
     # default test_fraction 0: no test split, and the config hash of the runs made before the key
     assert not (Path(tokens_run.run_dir) / "tokens" / "test").exists()
-    import dataclasses
-
     assert "test_fraction" not in tokens_run.hashed()["pack"] and tokens_run.pack.test_fraction == 0
     other = dataclasses.replace(tokens_run, pack=dataclasses.replace(tokens_run.pack, test_fraction=0.1))
     assert other.config_hash() != tokens_run.config_hash()
