@@ -30,11 +30,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
-from lab.errors import ConfigError
+from lab.errors import ConfigError, LabError
 
 # the pattern ByteLevel(use_regex=True) applies, in tiktoken's spelling (r50k_base / gpt2)
 GPT2_PATTERN = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -182,6 +181,12 @@ class FastEncoder:
 
     def __call__(self, texts: list[str]) -> list[np.ndarray]:
         enc, unsafe = self.encoding, self.unsafe
+        for k, t in enumerate(texts):  # tiktoken would replace a lone surrogate, encode_batch_fast refuses the text
+            try:
+                t.encode("utf-8")
+            except UnicodeEncodeError as e:
+                raise LabError(f"texts[{k}] is not valid Unicode (a lone surrogate {t[e.start]!r} at {e.start}); "
+                               f"encode_batch_fast refuses it too; decode the source with errors='replace'") from None
         out = [np.asarray(enc.encode(t, allowed_special="all"), dtype=np.uint32) for t in texts]
         redo = [k for k, a in enumerate(out) if unsafe[a].any()] if unsafe.any() else []
         if redo:

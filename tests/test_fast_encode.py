@@ -10,7 +10,7 @@ import pytest
 
 from lab import fast_encode, tokenize
 from lab.config import TokenizerConfig
-from lab.errors import ConfigError
+from lab.errors import ConfigError, LabError
 
 VARIED = [
     "", " ", "\n", "   \n\n\t  x  ", "a\u00a0b\u2003c\u3000d\u200be", "\r\n\r\nline\r\n",
@@ -99,3 +99,11 @@ def test_refuses_other_tokenizers():
         fast_encode.encoder_for(tok)
     with pytest.raises(ConfigError, match="model.type"):
         fast_encode.encoder_for(Tokenizer(models.WordPiece({"a": 0}, unk_token="a")))
+
+
+def test_lone_surrogate_refused_like_hf(fitted):
+    tok, _ = fitted
+    with pytest.raises(TypeError):
+        tok.encode_batch_fast(["a\ud800b"], add_special_tokens=False)
+    with pytest.raises(LabError, match=r"texts\[1\] is not valid Unicode"):
+        fast_encode.encoder_for(tok)(["ok", "a\ud800b"])
