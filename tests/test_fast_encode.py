@@ -107,3 +107,15 @@ def test_lone_surrogate_refused_like_hf(fitted):
         tok.encode_batch_fast(["a\ud800b"], add_special_tokens=False)
     with pytest.raises(LabError, match=r"texts\[1\] is not valid Unicode"):
         fast_encode.encoder_for(tok)(["ok", "a\ud800b"])
+
+
+def test_tokenize_encode_takes_the_fast_path_with_the_same_ids_and_words(fitted, monkeypatch):
+    """``lab.tokenize.encode`` (what every tokenize task runs) uses the fast encoder once a call holds
+    ``FAST_MIN_CHARS``: the same ids and continued-word counts as through encode_batch_fast."""
+    tok, texts = fitted
+    slow_ids, slow_cont = tokenize.encode(tok, texts)  # below the size: encode_batch_fast
+    assert tokenize._fast.get(id(tok)) is None
+    monkeypatch.setattr(tokenize, "FAST_MIN_CHARS", 1)
+    fast_ids, fast_cont = tokenize.encode(tok, texts)
+    assert isinstance(tokenize._fast[id(tok)][1], fast_encode.FastEncoder)
+    assert [a.tolist() for a in fast_ids] == [a.tolist() for a in slow_ids] and (fast_cont == slow_cont).all()
