@@ -198,8 +198,10 @@ def test_from_manifest_measures_retention_bytes_per_token_and_costs(run_dir):
     assert inp["bytes_per_token"] == pytest.approx(last["bytes_out"] / last["tokens_out"], rel=1e-12)
     assert 1 < inp["bytes_per_token"] < 10  # a fitted BPE on mostly-English text
     # cost per raw byte x raw bytes = the stage's measured CPU seconds
-    assert set(inp["stage_cpu_seconds_per_byte"]) == set(m["stage_cpu_seconds"])
-    for stage, sec in m["stage_cpu_seconds"].items():
+    # the stages, then the steps after annotate (a run made before step_seconds has none)
+    every = {**m["stage_cpu_seconds"], **{s: r["cpu_s"] for s, r in m.get("step_seconds", {}).items()}}
+    assert set(inp["stage_cpu_seconds_per_byte"]) == set(every)
+    for stage, sec in every.items():
         assert inp["stage_cpu_seconds_per_byte"][stage] * inp["raw_bytes"] == pytest.approx(sec, rel=1e-9)
 
 
@@ -218,7 +220,8 @@ def test_plan_on_the_runs_own_inputs_gives_back_the_run(run_dir):
         assert row["bytes_out"] == pytest.approx(f["bytes_out"], rel=1e-9)
     assert p["throughput"]["tokens_per_s"] == pytest.approx(inp["kept_tokens"] / (54 * 86400))
     # processing the run's own raw bytes costs the run's own CPU seconds
-    assert p["cores"]["cpu_seconds"] == pytest.approx(sum(m["stage_cpu_seconds"].values()), rel=1e-9)
+    every = sum(m["stage_cpu_seconds"].values()) + sum(r["cpu_s"] for r in m.get("step_seconds", {}).values())
+    assert p["cores"]["cpu_seconds"] == pytest.approx(every, rel=1e-9)
     assert p["cores"]["cores"] == pytest.approx(p["cores"]["cpu_seconds"] / SECONDS_PER_DAY)
 
 
