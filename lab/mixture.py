@@ -130,16 +130,6 @@ def bucket_name(values: tuple) -> str:
     return "/".join(NO_SCORE if v is None else str(v) for v in values)
 
 
-def _mix(x: np.ndarray, seed: int) -> np.ndarray:
-    """splitmix64 of ``x`` with a seed: the order a fractional epoch takes documents in."""
-    with np.errstate(over="ignore"):
-        z = x.astype(np.int64).view(np.uint64) ^ np.uint64((seed * 0x9E3779B97F4A7C15 + _SALT) % 2**64)
-        z = z + np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return z ^ (z >> np.uint64(31))
-
-
 def realize(doc_ids: np.ndarray, tokens: np.ndarray, target: float, seed: int) -> np.ndarray:
     """Copies of each document of one bucket so that their tokens come to ``target``: ``floor(e)`` each
     (``e = target / tokens.sum()``), plus one for the documents a seeded order takes for the fraction.
@@ -158,7 +148,9 @@ def realize(doc_ids: np.ndarray, tokens: np.ndarray, target: float, seed: int) -
     reps[:] = full
     want = target - full * available  # tokens still to take, < available
     if want > 0:
-        order = np.lexsort((doc_ids, _mix(doc_ids, seed)))
+        from lab.materialize import _mix  # the shuffle's splitmix64, salted apart from it
+
+        order = np.lexsort((doc_ids, _mix(doc_ids, seed, _SALT)))
         cum = np.cumsum(tokens[order])
         # the documents whose running total stays within half a document of the remainder
         take = cum - tokens[order] / 2 <= want
