@@ -193,35 +193,37 @@ def fitted_candidate(tok, *, name: str, requested: int | None = None, d_model: i
                      note=note, tally=tally)
 
 
+def _fit_each(texts: Iterable[str], vocab_sizes: Sequence[int], cfg: TokenizerConfig | None, d_model: int,
+              kind: str) -> list[Candidate]:
+    """One tokenizer of ``kind`` (``bpe``: ``lab.tokenize.fit``; ``unigram``: ``fit_unigram``) fitted on
+    ``texts`` per vocabulary size (``cfg`` gives the rest; its ``vocab_size`` is replaced by each size)."""
+    cfg = cfg or TokenizerConfig()
+    texts = list(texts)
+    nbytes = sum(len(t.encode("utf-8", "surrogatepass")) for t in texts)
+    fit = tokenize.fit if kind == "bpe" else tokenize.fit_unigram
+    origin = f"lab.tokenize.{fit.__name__} on {len(texts)} docs, {nbytes} bytes" + (
+        f", min_frequency={cfg.min_frequency}" if kind == "bpe" else "")
+    out = []
+    for v in sorted(set(vocab_sizes)):
+        tok = fit(texts, dataclasses.replace(cfg, kind=kind, path="", vocab_size=v))
+        c = fitted_candidate(tok, name=_label(v) if kind == "bpe" else _label(v, "unigram"), requested=v,
+                             d_model=d_model, origin=origin)
+        out.append(c if kind == "bpe" else dataclasses.replace(c, note=c.note.replace("ran out of pairs",
+                                                                                      "stopped short")))
+    return out
+
+
 def fitted(texts: Iterable[str], vocab_sizes: Sequence[int] = VOCAB_SIZES, *, cfg: TokenizerConfig | None = None,
            d_model: int = D_MODEL) -> list[Candidate]:
     """Byte-level BPEs fitted with ``lab.tokenize.fit`` on ``texts``, one per vocabulary size
     (``cfg`` gives ``min_frequency``; its ``vocab_size`` is replaced by each size in turn)."""
-    cfg = cfg or TokenizerConfig()
-    texts = list(texts)
-    nbytes = sum(len(t.encode("utf-8", "surrogatepass")) for t in texts)
-    out = []
-    for v in sorted(set(vocab_sizes)):
-        tok = tokenize.fit(texts, dataclasses.replace(cfg, kind="bpe", path="", vocab_size=v))
-        out.append(fitted_candidate(tok, name=_label(v), requested=v, d_model=d_model,
-                                    origin=f"lab.tokenize.fit on {len(texts)} docs, {nbytes} bytes, "
-                                           f"min_frequency={cfg.min_frequency}"))
-    return out
+    return _fit_each(texts, vocab_sizes, cfg, d_model, "bpe")
 
 
 def unigrams(texts: Iterable[str], vocab_sizes: Sequence[int] = UNIGRAM_SIZES, *,
              cfg: TokenizerConfig | None = None, d_model: int = D_MODEL) -> list[Candidate]:
     """Unigram LMs fitted with ``lab.tokenize.fit_unigram`` on ``texts``, one per vocabulary size."""
-    cfg = cfg or TokenizerConfig()
-    texts = list(texts)
-    nbytes = sum(len(t.encode("utf-8", "surrogatepass")) for t in texts)
-    out = []
-    for v in sorted(set(vocab_sizes)):
-        tok = tokenize.fit_unigram(texts, dataclasses.replace(cfg, kind="unigram", path="", vocab_size=v))
-        c = fitted_candidate(tok, name=_label(v, "unigram"), requested=v, d_model=d_model,
-                             origin=f"lab.tokenize.fit_unigram on {len(texts)} docs, {nbytes} bytes")
-        out.append(dataclasses.replace(c, note=c.note.replace("ran out of pairs", "stopped short")))
-    return out
+    return _fit_each(texts, vocab_sizes, cfg, d_model, "unigram")
 
 
 def existing(path: str, *, d_model: int = D_MODEL) -> Candidate:
