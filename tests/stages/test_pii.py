@@ -1,3 +1,6 @@
+import random
+import re
+
 import pytest
 
 from lab import annotate
@@ -155,3 +158,49 @@ def test_rule_only_when_limit_set():
     rules = pii.rules(pii.Config(max_pii=1))
     assert first_failure(rules, pii.signals("a@b.org c@d.org")) == "pii.too_much_pii"
     assert first_failure(rules, pii.signals("a@b.org")) is None
+
+
+# The patterns as first written (opening lookbehinds first): the stage's are the same languages
+# reordered for speed, so both must find the same matches, and e-mails found in the stretches
+# around "@" must be those found in the whole text.
+_L, _B = pii._LOCAL, pii._LABEL
+PLAIN = {
+    "EMAIL": re.compile(rf"(?<![{_L}%+-])(?<![{_L}%+-]\.)[{_L}][{_L}%+-]*(?:\.[{_L}%+-]+)*"
+                        rf"@[{_B}]+(?:\.[{_B}]+)*\.[A-Za-z]{{2,24}}(?![{_L}])"),
+    "IPV4": re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w]|\.\d)"),
+    "IPV6": re.compile(r"(?<![\w:])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:])"),
+    "PHONE": re.compile(r"(?<![\w+.-])(?:\+\d{1,3}[ .-]?)?(?:\(\d{2,4}\)[ .-]?|\d{2,4}[ .-])\d{3,4}[ .-]\d{3,5}"
+                        r"(?![\w.-]?\d)"),
+}
+_PIECES = ["1", "12", "123", "1234", "12345", ".", ":", "::", "-", " ", "+", "(", ")", "@", "a", "B", "f", "é",
+           "_", "%", "\n", "\t", "x.org", "e.de", "8.8.8.8", "fe80", "ab:cd", "+49", "(030)", "555-0100", ".1"]
+
+
+def _noise(seed: int) -> str:
+    rng = random.Random(seed)
+    return "".join(rng.choice(_PIECES) for _ in range(rng.randint(0, 120)))
+
+
+@pytest.mark.parametrize("name", sorted(PLAIN))
+def test_reordered_patterns_find_what_the_plain_ones_find(name):
+    from tests.stages.test_signals_golden import random_text
+
+    texts = [_noise(i) for i in range(3000)] + [random_text(random.Random(i)) for i in range(200)]
+    fast, plain = getattr(pii, name), PLAIN[name]
+    for t in texts:
+        assert [m.span() for m in fast.finditer(t)] == [m.span() for m in plain.finditer(t)], t
+    assert sum(1 for t in texts for _ in plain.finditer(t)) > 100  # the noise does hit the pattern
+
+
+def test_emails_found_around_at_signs_are_those_of_the_whole_text():
+    texts = [_noise(i) for i in range(3000)] + ["a@b.cd e@f.gh", "x@y.org@z.org", "@", "a@b.org"]
+    for t in texts:
+        around = [m.span() for lo, hi in pii._around_at_signs(t) for m in pii.EMAIL.finditer(t, lo, hi)]
+        assert around == [m.span() for m in PLAIN["EMAIL"].finditer(t)], t
+
+
+def test_scrub_reuses_the_spans_signals_found():
+    text = "write to bob@example.org from 8.8.8.8 today"
+    assert pii.signals(text)["pii_total"] == 2
+    assert pii._FOUND[("public", text)] == pii._find(text, "public")
+    assert pii.scrub(text) == "write to <EMAIL> from <IP_ADDRESS> today"
