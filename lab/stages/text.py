@@ -81,6 +81,16 @@ _INFIX = re.compile("|".join([
     *_ELLIPSES, _ICON, r"(?<=[0-9])[+\-\*^](?=[0-9-])", rf"(?<=[{_AL}{_Q}])\.(?=[{_AU}{_Q}])",
     rf"(?<=[{_A}]),(?=[{_A}])", rf"(?<=[{_AN}])(?:-|–|—|--|---|——|~)(?=[{_A}])",
     rf"(?<=[{_AN}])[:<>=/](?=[{_A}])"]))
+# ``_INFIX`` written to open with the class of every character an infix can start with, each
+# alternative then checking what it consumed by a lookbehind (``(?<=[0-9])[+\-]`` becomes
+# ``[...](?<=[0-9][+\-])``), in the same order: the same matches, but ``re`` skips the characters
+# that cannot start one in C instead of trying the eight alternatives at every position (1.6x faster
+# on the chunks of bench/out/docs_en.jsonl; tests/stages/test_words.py compares the two).
+_INFIX_FAST = re.compile(
+    rf"[.…{_SO}+\-*^,–—~:<>=/](?:(?<=\.)\.+|(?<=…)|(?<=[{_SO}])|(?<=[0-9][+\-*^])(?=[0-9-])"
+    rf"|(?<=[{_AL}{_Q}]\.)(?=[{_AU}{_Q}])|(?<=[{_A}],)(?=[{_A}])"
+    rf"|(?<=[{_AN}][-–—~])(?:(?<=-)(?:|-|--)|(?<=—)(?:|—)|(?<=[–~]))(?=[{_A}])"
+    rf"|(?<=[{_AN}][:<>=/])(?=[{_A}]))")
 _URL = re.compile(
     r"^(?:[\w+\-.]{2,}://)?(?:\S+(?::\S*)?@)?"
     r"(?:(?:[A-Za-z0-9\u00a1-\uffff][A-Za-z0-9\u00a1-\uffff_-]{0,62})?[A-Za-z0-9\u00a1-\uffff]\.)+"
@@ -205,7 +215,7 @@ def _split(s: str, specials: dict[str, tuple[str, ...]]) -> list[str]:
         out.append(s)
     elif s:
         start = 0
-        for m in _INFIX.finditer(s):
+        for m in _INFIX_FAST.finditer(s):
             if m.start() == 0:
                 continue
             if m.start() != start:
