@@ -190,7 +190,7 @@ class PercentileRule:
 @dataclass(frozen=True)
 class EngineConfig:
     scheduler: str | None = None  # address of an existing Dask scheduler (tcp://host:8786); None starts a LocalCluster
-    n_workers: int = 0  # LocalCluster worker processes (one thread each); 0 = one per core
+    n_workers: int = 0  # LocalCluster worker processes (one thread each); 0 = one per core this process may use (its CPU affinity)
     memory_limit: str = "auto"  # per-worker memory limit passed to Dask ("4GiB", "auto")
     retries: int = 2  # times a failing partition task is retried before it is quarantined
     workers_timeout: float = 60.0  # seconds to wait for an existing scheduler to have a worker

@@ -81,7 +81,7 @@ def client_for(cfg: Config, *, quiet: bool = False) -> Iterator[object]:
         finally:
             client.close()
         return
-    n = eng.n_workers or os.cpu_count() or 1
+    n = eng.n_workers or usable_cores()
     # the worker processes' environment only; the calling process (a notebook) keeps its own
     environ = {**dask.config.get("distributed.nanny.pre-spawn-environ", {}), **_THREAD_ENV}
     with dask.config.set({"distributed.worker.daemon": False, "logging.distributed": "error",
@@ -97,6 +97,15 @@ def client_for(cfg: Config, *, quiet: bool = False) -> Iterator[object]:
             client.close()
             cluster.close()
             steps.sweep_temporary(cfg.run_dir)  # the workers are gone: files they were writing when stopped
+
+
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity (``taskset``, a container's cpuset), which
+    ``os.cpu_count()`` ignores; one worker per core of them is the LocalCluster's default."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError):  # no affinity on this platform
+        return os.cpu_count() or 1
 
 
 def _prepare_worker() -> str:

@@ -441,3 +441,19 @@ def test_a_small_input_runs_in_this_process_unless_workers_are_asked_for(synthet
     assert not engine.in_process(dataclasses.replace(cfg, engine=EngineConfig(n_workers=1)), 1)
     assert not engine.in_process(dataclasses.replace(cfg, engine=EngineConfig(inprocess_bytes=0)), 1)
     assert not engine.in_process(cfg, cfg.engine.inprocess_bytes + 1)
+
+
+def test_the_default_worker_count_follows_the_cpu_affinity():
+    import os
+
+    from lab import engine
+
+    if not hasattr(os, "sched_setaffinity"):
+        pytest.skip("no CPU affinity on this platform")
+    before = os.sched_getaffinity(0)
+    try:
+        os.sched_setaffinity(0, {min(before)})
+        assert engine.usable_cores() == 1
+    finally:
+        os.sched_setaffinity(0, before)
+    assert engine.usable_cores() == len(before)
