@@ -49,7 +49,7 @@ from pathlib import Path  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 from lab import tokenize  # noqa: E402
-from lab.annotate import annotate_docs, new_collectors  # noqa: E402
+from lab.annotate import CHUNK_DOCS, annotate_docs, new_collectors  # noqa: E402
 from lab.config import Config  # noqa: E402
 from lab.doc import Doc  # noqa: E402
 from lab.io.run import RunLayout  # noqa: E402
@@ -75,8 +75,8 @@ COUNTERPARTS = {
 def forget_shared() -> None:
     """Empty the per-text caches the stages share, so the next stage pays for its own words."""
     text_words._CACHE.clear()
-    text_words._LAST = ("", ())
-    segment._LAST = ("", None, "", ())
+    text_words._RECENT = text_words.Recent()
+    segment._RECENT = text_words.Recent()
     language._DETECTED.clear()
 
 
@@ -88,13 +88,14 @@ def stage_calls(cfg: Config, docs: list[Doc]) -> dict:
 
 
 def engine_clock(cfg: Config, docs: list[Doc]) -> tuple[dict, float]:
-    """annotate_docs over all documents one at a time, explore mode: (clock, process CPU seconds)."""
+    """annotate_docs over all documents in the engine's chunks (``lab.annotate.CHUNK_DOCS`` at a time, stage by
+    stage), explore mode: (clock, process CPU seconds)."""
     annotate_docs(docs[:1], cfg, None, {}, new_collectors(cfg, 4), 0)  # warm-up: models, regexes
     forget_shared()
     collectors, clock = new_collectors(cfg, 4), {}
     t = time.process_time()
-    for i, doc in enumerate(docs):
-        annotate_docs([doc], cfg, None, clock, collectors, i)
+    for i in range(0, len(docs), CHUNK_DOCS):
+        annotate_docs(docs[i:i + CHUNK_DOCS], cfg, None, clock, collectors, i)
     return clock, time.process_time() - t
 
 
@@ -164,7 +165,7 @@ def main() -> None:
     res: dict = {"input": args.input, "docs": n, "mb": round(mb, 3),
                  "stage_docs_per_cpu_s": {k: round(n / v, 1) for k, v in per_stage.items()},
                  "stage_mb_per_cpu_s": {k: round(mb / v, 3) for k, v in per_stage.items()},
-                 "engine": {"how": "lab.annotate.annotate_docs, one document at a time, explore mode, "
+                 "engine": {"how": "lab.annotate.annotate_docs, in chunks of CHUNK_DOCS stage by stage (as the engine), explore mode, "
                                    "new_collectors(cfg, 4), default config; clock = CPU s per stage",
                             "shared_work": "one word split (gopher_quality, gopher_repetition, fineweb, "
                                            "near_dedup) and one language ID (language, gopher_quality) per "

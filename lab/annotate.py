@@ -10,11 +10,16 @@ later, over all partitions, by ``lab.query``; both modes give the same kept set 
 
 A stage with a per-partition output (``Collector``: near_dedup's MinHash signatures and LSH band
 records, the map side of its shuffle) gets each document's text through its collector instead of
-``signals``, and writes its files once the partition's signals table is built. A collector with a
-``chunk_size`` above 1 (quality_model with a HuggingFace model: batched forward passes) gets the
-documents reaching it that many at a time through ``signals_batch``: the partition is then annotated
-in chunks of that many documents, stage by stage (each stage still sees the documents in order, and
-in batch mode only those no earlier stage dropped), with the same signals as one document at a time.
+``signals``, and writes its files once the partition's signals table is built.
+
+The partition is annotated in chunks of documents (``CHUNK_DOCS``, at most ``CHUNK_CHARS`` characters),
+stage by stage: each stage still sees the documents in order, and in batch mode only those no earlier
+stage dropped, with the same signals as one document at a time. A stage's model and tables stay in
+the CPU's caches for a whole chunk (the language model costs half as much per document as when every
+stage runs between two of its calls, bench/RESULTS.md §29), and what stages share is kept for the
+chunk (``lab.stages.text.Recent``). A collector with a ``chunk_size`` above that (quality_model with a
+HuggingFace model: batched forward passes) gets the documents reaching it that many at a time through
+``signals_batch``.
 
 The partition's files are written atomically; ``stats/part-KEY.json`` (metrics and statistics
 partials) is written last and marks the partition complete.
@@ -95,8 +100,10 @@ def annotate_docs(docs: list[Doc], cfg: Config, batch_rules: dict[str, list[Rule
             break
         t0 = time.thread_time()
         collector = (collectors or {}).get(module.NAME)
-        if collector is not None and len(alive) > 1 and hasattr(collector, "signals_batch"):
-            out = collector.signals_batch([(first + k, texts[k], docs[k]) for k in alive])
+        size = getattr(collector, "chunk_size", 1)
+        if collector is not None and len(alive) > 1 and size > 1 and hasattr(collector, "signals_batch"):
+            out = [s for j in range(0, len(alive), size)  # at most chunk_size documents at once
+                   for s in collector.signals_batch([(first + k, texts[k], docs[k]) for k in alive[j:j + size]])]
         elif collector is not None:
             out = [collector.signals(first + k, texts[k], docs[k]) for k in alive]
         else:
@@ -131,6 +138,8 @@ def new_collectors(cfg: Config, n_buckets: int, run_dir: Path | None = None) -> 
     return {m.NAME: m.Collector(cfg.stage(m.NAME), n_buckets, run_dir) for m in STAGES if hasattr(m, "Collector")}
 
 
+CHUNK_DOCS = 64  # documents annotated stage by stage at a time (fewer than the shared caches keep: 256)
+CHUNK_CHARS = 1 << 22  # and at most this many characters of them (a chunk's texts are held together)
 REPORT_EVERY_S = 0.5  # how often a partition reports the input it has read (``report``)
 
 
@@ -159,8 +168,9 @@ def annotate_partition(part: Partition, cfg: Config, run_dir: str | Path, n_buck
     clock: dict[str, float] = {}
     t_read = time.thread_time()
     unreported, last = 0, time.monotonic()
-    chunk = max([getattr(c, "chunk_size", 1) for c in collectors.values()] + [1])  # documents annotated at a time
+    chunk = max([getattr(c, "chunk_size", 1) for c in collectors.values()] + [CHUNK_DOCS])  # documents at a time
     pending: list[Doc] = []
+    pending_chars = 0
 
     def flush() -> None:
         for doc, (row, text) in zip(pending, annotate_docs(pending, cfg, batch_rules, clock, collectors, len(rows))):
@@ -171,6 +181,8 @@ def annotate_partition(part: Partition, cfg: Config, run_dir: str | Path, n_buck
                          ("url", doc.url), ("record_id", doc.record_id), ("text", text)):
                 docs[k].append(v)
         pending.clear()
+        nonlocal pending_chars
+        pending_chars = 0
 
     for item in read(part, inp, cfg.ingest):
         if report is not None:
@@ -186,7 +198,8 @@ def annotate_partition(part: Partition, cfg: Config, run_dir: str | Path, n_buck
                 rejects[k].append(v)
             continue
         pending.append(item)
-        if len(pending) >= chunk:
+        pending_chars += len(item.text)
+        if len(pending) >= chunk or pending_chars >= CHUNK_CHARS:
             flush()
     flush()
     total = time.thread_time() - t_read

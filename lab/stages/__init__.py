@@ -15,7 +15,8 @@ Every stage module has the same small surface:
 ``signals`` sees the text only, not the signals of earlier stages. What several stages need is
 computed once per document and shared: ``lab.stages.text.words`` (English words), ``language.detect``
 (the document's language; gopher_quality's stop words and word segmentation depend on it) and
-``lab.stages.segment.words`` (words in the document's language) each keep their last answers.
+``lab.stages.segment.words`` (words in the document's language) each keep their answers
+for the last texts (more than the chunk of documents ``lab.annotate`` hands each stage at a time).
 
 Optional: ``Collector(cfg, n_buckets, run_dir)``, made once per partition, for a stage whose signals need more
 than the text or that writes files of its own: ``signals(i, text, doc)`` replaces ``signals`` for the

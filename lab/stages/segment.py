@@ -24,7 +24,8 @@ One word split per document: ``document_words`` is the split of the document in 
 (the language stage's ``detect``, run once per document and remembered), and every stage that counts
 words asks it: gopher_quality (word counts, stop words), gopher_repetition (word n-grams), fineweb
 (newlines per word) and near_dedup (word 5-gram shingles, ``lab.neardup.signature.shingle_text``).
-The last text's words are kept, as ``text.words`` does, so the stages after the first get them free.
+The last texts' words are kept (``text.Recent``, as ``text.words`` does), so the stages after the first get them
+free, also when annotate hands each stage a chunk of documents.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import functools
 import re
 from importlib import metadata
 
+from lab.stages.text import Recent
 from lab.stages.text import words as english_words
 
 # lid.176 labels of languages written without spaces between words
@@ -45,7 +47,7 @@ _HAN_KANA = re.compile("[\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uf
                        "\U00020000-\U0003134f]")
 BREAKER = "icu"  # how unspaced runs are cut: "icu" (dictionary) or "char" (one word per Han/kana character)
 
-_LAST: tuple[str, str | None, str, tuple[str, ...]] = ("", None, "", ())  # text, lang, breaker, words
+_RECENT = Recent()  # (text, lang, breaker) -> words, for the unspaced languages
 
 
 @functools.lru_cache(maxsize=1)
@@ -102,10 +104,10 @@ def words(text: str, lang: str | None, *, breaker: str | None = None) -> tuple[s
     if lang not in UNSPACED:
         return ws
     breaker = breaker or BREAKER
-    global _LAST
-    last_text, last_lang, last_breaker, last_words = _LAST
-    if text is last_text and lang == last_lang and breaker == last_breaker:
-        return last_words
+    key = (text, lang, breaker)
+    hit = _RECENT.get(key)
+    if hit is not None:
+        return hit
     split = _icu_split if breaker == "icu" else _char_split
     out: list[str] = []
     for w in ws:
@@ -113,8 +115,9 @@ def words(text: str, lang: str | None, *, breaker: str | None = None) -> tuple[s
             out.extend(split(w, lang))
         else:
             out.append(w)
-    _LAST = text, lang, breaker, tuple(out)
-    return _LAST[3]
+    result = tuple(out)
+    _RECENT.put(key, result, len(text))
+    return result
 
 
 def document_words(text: str) -> tuple[str, ...]:

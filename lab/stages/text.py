@@ -9,7 +9,7 @@ n't``, ``cannot`` -> ``can not``), abbreviations (``e.g.``, ``Mr.``) and emotico
 ``lang/en`` tables. Character classes come from Unicode categories where spaCy lists scripts by
 hand, so odd scripts and binary junk may split differently; on 5.4M English chunks (docs, man
 pages, licenses, READMEs) 99.999% gave the same tokens. Each distinct chunk is split once and
-cached, and the last text's words are kept, so stages that ask again get them for free.
+cached, and the last texts' words are kept (``Recent``), so stages that ask again get them for free.
 
 ``sentences`` counts sentences with the rule of spaCy's ``sentencizer`` (datatrove's C4 filter).
 """
@@ -264,7 +264,39 @@ def _chunk(s: str) -> tuple[str, ...]:
 
 _CACHE: dict[str, tuple[str, ...]] = {}  # chunk -> tokens, oldest first
 _CACHE_SIZE = 1 << 17  # entries (about 30 MB); the older half goes when full
-_LAST: tuple[str, tuple[str, ...]] = ("", ())  # the last text and its words: stages share them
+class Recent:
+    """The answers for the last texts asked, by key: annotate hands a stage a chunk of documents,
+    then the next stage the same chunk (``lab.annotate.CHUNK_DOCS``), so what the stages share
+    (a document's words) is kept for more than a chunk's worth of texts: ``size`` entries, and
+    at most ``chars`` characters of their texts (the older half goes when either is reached).
+
+    >>> r = Recent(size=2); r.put("a", 1, 1); r.put("b", 2, 1); r.put("c", 3, 1); r.get("a"), r.get("c")
+    (None, 3)
+    """
+
+    def __init__(self, size: int = 256, chars: int = 1 << 25) -> None:
+        self.size, self.chars = size, chars
+        self._d: dict = {}
+        self._chars: dict = {}
+        self._total = 0
+        self._lock = threading.Lock()
+
+    def get(self, key):
+        return self._d.get(key)
+
+    def put(self, key, value, chars: int) -> None:
+        with self._lock:
+            if len(self._d) >= self.size or self._total + chars > self.chars:
+                for k in list(islice(self._d, max(1, len(self._d) // 2))):
+                    del self._d[k]
+                    self._total -= self._chars.pop(k)
+            if key not in self._d:
+                self._total += chars
+            self._chars[key] = chars
+            self._d[key] = value
+
+
+_RECENT = Recent()  # text -> its words: the stages that count words share them
 
 
 _CACHE_LOCK = threading.Lock()  # workers of an external cluster may run several threads
@@ -294,11 +326,11 @@ def words(text: str) -> tuple[str, ...]:
     >>> words("It's 3.5kg -- well-known, e.g. U.S. (cannot)!")
     ('It', "'s", '3.5', 'kg', '--', 'well', '-', 'known', ',', 'e.g.', 'U.S.', '(', 'can', 'not', ')', '!')
     """
-    global _LAST
-    last_text, last_words = _LAST
-    if text is not last_text:
-        _LAST = last_text, last_words = text, _tokens(text.split())
-    return last_words
+    ws = _RECENT.get(text)
+    if ws is None:
+        ws = _tokens(text.split())
+        _RECENT.put(text, ws, len(text))
+    return ws
 
 
 def _is_punct(token: str) -> bool:
