@@ -457,3 +457,41 @@ def test_the_default_worker_count_follows_the_cpu_affinity():
     finally:
         os.sched_setaffinity(0, before)
     assert engine.usable_cores() == len(before)
+
+
+@pytest.mark.parametrize("mode", ["explore", "batch"])
+def test_chunks_of_documents_give_what_one_document_at_a_time_gives(synthetic, mode, monkeypatch):
+    """annotate hands each stage a chunk of documents; the rows and stored texts are those of one at a time."""
+    import json
+
+    from lab import annotate
+    from lab.doc import Doc
+
+    lines = (synthetic / "documents.jsonl").read_text().splitlines()[:150]
+    docs = [Doc("documents.jsonl", i, json.loads(line)["text"], len(line)) for i, line in enumerate(lines)]
+    cfg = build(Config, {"mode": mode})
+    batch_rules = None
+    if mode == "batch":
+        from lab.select import ruleset
+
+        batch_rules = {}
+        for r in ruleset(cfg):
+            if r.per_document:
+                batch_rules.setdefault(r.stage, []).append(r)
+
+    def run(chunk: int) -> list:
+        from lab.stages import language, pii, segment, text
+
+        language._DETECTED.clear()  # nothing remembered from another run of the same texts
+        pii._FOUND.clear()
+        text._RECENT, segment._RECENT = text.Recent(), text.Recent()
+        collectors = annotate.new_collectors(cfg, 2)
+        out = []
+        for i in range(0, len(docs), chunk):
+            out += annotate.annotate_docs(docs[i:i + chunk], cfg, batch_rules, {}, collectors, i)
+        return out
+
+    one, chunked = run(1), run(annotate.CHUNK_DOCS)
+    assert chunked == one
+    assert sum(text is None for _, text in one) == (0 if mode == "explore" else sum(
+        row["drop_reason"] is not None for row, _ in one))
