@@ -40,17 +40,9 @@ before/after each run (another job on the other core pollutes wall time, less so
     .venv/bin/python bench/scale_corpus.py --docs 30000 --files 2 --out /tmp/scale30k
     .venv/bin/python bench/pipeline_ratio.py --input /tmp/scale30k --cpu 1 --rounds 1 --name scale30k
 
-Measured here (2 cores, every run pinned to CPU 1, corpus-lab 7b2a739, datatrove 0.10.1), median
-CPU-seconds, ratio = docs per CPU-second of corpus-lab over datatrove's:
-
-- docs_en.jsonl (1,491 docs, 15.70 MB), 2 rounds, CPU 1 shared with another benchmark (wall ~2.2x
-  CPU): datatrove 54.8, batch 14.0, explore 26.7 -> 3.9x / 2.1x. Again on an idle CPU 1 with
-  --same-tokenizer (wall = CPU): 41.7, 9.8, 20.8 -> 4.3x / 2.0x (CPU time itself ~25% higher
-  on the shared core). Kept: datatrove 171, corpus-lab 131 (different rule sets).
-- scale_corpus.py --docs 30000 --files 2 (67.25 MB, 21.4 MB zstd: a 2-worker LocalCluster on the
-  one CPU), 1 round: datatrove 620.8, batch 132.0, explore 172.4 -> 4.7x / 3.6x; kept 17,084 vs
-  17,324. A LocalCluster's workers are counted: on a 300-doc run (n_workers 1) RUSAGE_CHILDREN
-  gave 6.9-7.1 s, /usr/bin/time -v 7.2 s, a /proc poll of the 3 processes 6.8 s.
+Figures: bench/RESULTS.md §30 (four corpora, the JSON of each run in bench/out/). A LocalCluster's
+workers are counted: on a 300-document run (n_workers 1) RUSAGE_CHILDREN gave 6.9-7.1 s,
+/usr/bin/time -v 7.2 s, a /proc poll of the 3 processes 6.8 s.
 
 Output: a table on stdout and ``bench/out/pipeline_ratio_<--name>.json`` (name default: the input's
 stem, plus ``_same_tok`` with --same-tokenizer).
