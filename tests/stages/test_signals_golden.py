@@ -90,11 +90,11 @@ def random_text(rng: random.Random) -> str:
     return "".join(lines)
 
 
-def texts() -> dict[str, str]:
+def texts(sample_docs: Path = SAMPLE_DOCS) -> dict[str, str]:
     """key -> text: the sample's seeded documents and the random ones."""
     out = {}
-    if SAMPLE_DOCS.exists():
-        for line in SAMPLE_DOCS.read_text().splitlines():
+    if sample_docs.exists():
+        for line in sample_docs.read_text().splitlines():
             rec = json.loads(line)
             out[f"sample/{rec['id']}"] = rec["text"]
     rng = random.Random(17)
@@ -127,22 +127,22 @@ def signals_of(text: str) -> dict[str, object]:
     return out
 
 
-def digests() -> dict[str, dict[str, str]]:
-    return {key: {name: _digest(v) for name, v in signals_of(t).items()} for key, t in texts().items()}
+def digests(sample_docs: Path = SAMPLE_DOCS) -> dict[str, dict[str, str]]:
+    return {key: {name: _digest(v) for name, v in signals_of(t).items()} for key, t in texts(sample_docs).items()}
 
 
-def test_signals_are_bit_identical_to_the_recorded_ones():
+def test_signals_are_bit_identical_to_the_recorded_ones(synthetic_src):
+    """The sample's seeded documents as the test session builds them (``synthetic_src``), and the random ones."""
     golden = json.loads(GOLDEN.read_text())
     if golden["environment"] != environment():
         pytest.skip(f"recorded with {golden['environment']}, installed: {environment()}")
-    if not SAMPLE_DOCS.exists():
-        pytest.skip("data/sample is not built (corpus-lab sample)")
-    now = digests()
+    sample_docs = synthetic_src / "documents.jsonl"
+    now = digests(sample_docs)
     assert set(now) == set(golden["digests"]), "the generated texts changed: regenerate only with a VERSION bump"
     changed = [(key, name) for key, d in golden["digests"].items() for name, h in d.items() if now[key].get(name) != h]
     if changed:
         key, name = changed[0]
-        text = texts()[key]
+        text = texts(sample_docs)[key]
         pytest.fail(f"{len(changed)} (document, stage) pairs changed, e.g. {name} of {key} "
                     f"({text[:80]!r}...): now {signals_of(text)[name]!r}")
 
