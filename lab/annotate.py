@@ -15,8 +15,8 @@ records, the map side of its shuffle) gets each document's text through its coll
 The partition is annotated in chunks of documents (``CHUNK_DOCS``, at most ``CHUNK_CHARS`` characters),
 stage by stage: each stage still sees the documents in order, and in batch mode only those no earlier
 stage dropped, with the same signals as one document at a time. A stage's model and tables stay in
-the CPU's caches for a whole chunk (the language model costs half as much per document as when every
-stage runs between two of its calls, bench/RESULTS.md §29), and what stages share is kept for the
+the CPU's caches for a whole chunk (the language stage: 3.9 MB per CPU-s one document at a time, 7.0 in
+chunks, bench/RESULTS.md §29), and what stages share is kept for the
 chunk (``lab.stages.text.Recent``). A collector with a ``chunk_size`` above that (quality_model with a
 HuggingFace model: batched forward passes) gets the documents reaching it that many at a time through
 ``signals_batch``.
