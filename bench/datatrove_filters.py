@@ -66,7 +66,7 @@ from datatrove.pipeline.filters import (  # noqa: E402
     GopherRepetitionFilter,
 )
 from datatrove.pipeline.readers import JsonlReader  # noqa: E402
-from single_core import one_core  # noqa: E402
+from single_core import one_core, timed  # noqa: E402
 
 OUT_DIR = Path(__file__).resolve().parent / "out"
 TOKENIZER = Path(__file__).resolve().parent.parent / "runs" / "sample" / "tokenizer" / "tokenizer.json"
@@ -109,16 +109,6 @@ def time_filter(step, docs: list[Document], repeat: int):
     return results, seconds
 
 
-def time_calls(fn, repeat: int) -> list[tuple[float, float]]:
-    """(wall, cpu) seconds of each of ``repeat`` calls of ``fn()`` (one pass over the documents)."""
-    seconds = []
-    for _ in range(repeat):
-        wall, cpu = time.perf_counter(), time.process_time()
-        fn()
-        seconds.append((time.perf_counter() - wall, time.process_time() - cpu))
-    return seconds
-
-
 def time_steps(docs: list[Document], repeat: int, tokenizer_path: Path) -> dict:
     """The "steps" section: datatrove's other per-document steps, each on every document."""
     import glob
@@ -157,7 +147,7 @@ def time_steps(docs: list[Document], repeat: int, tokenizer_path: Path) -> dict:
             counts["docs_with_signature"] = with_sig
 
         sig.get_signature(sig.get_shingles(texts[0]))  # warm-up: word tokenizer, hash parameters
-        seconds = time_calls(signatures, repeat)
+        seconds = timed(signatures, repeat)
     steps["minhash_signature"] = {"class": "MinhashDedupSignature (get_shingles + get_signature)",
                                   "config": MINHASH, **rates(seconds, n_docs, n_bytes), **counts}
 
@@ -168,7 +158,7 @@ def time_steps(docs: list[Document], repeat: int, tokenizer_path: Path) -> dict:
     def scrub():
         changed["docs_changed"] = sum(pii.format(t) != t for t in texts)
 
-    steps["pii"] = {"class": "PIIFormatter", **rates(time_calls(scrub, repeat), n_docs, n_bytes), **changed}
+    steps["pii"] = {"class": "PIIFormatter", **rates(timed(scrub, repeat), n_docs, n_bytes), **changed}
 
     if not tokenizer_path.exists():
         steps["tokenize"] = {"skipped": f"no tokenizer file {tokenizer_path}"}
@@ -185,7 +175,7 @@ def time_steps(docs: list[Document], repeat: int, tokenizer_path: Path) -> dict:
 
         steps["tokenize"] = {"class": "tokenizers.Tokenizer.encode_batch (DocumentTokenizer's call)",
                              "tokenizer": str(tokenizer_path), "batch": TOKENIZE_BATCH,
-                             **rates(time_calls(encode, repeat), n_docs, n_bytes), **tokens}
+                             **rates(timed(encode, repeat), n_docs, n_bytes), **tokens}
     return steps
 
 

@@ -26,11 +26,10 @@ import json
 import statistics
 import sys
 import tempfile
-import time
 from importlib.metadata import version
 from pathlib import Path
 
-from single_core import one_core
+from single_core import one_core, timed
 
 HASH_CONFIGS = {"xxhash64 (default)": (64, "xxhash"), "xxhash32": (32, "xxhash"), "sha1_32": (32, "sha1")}
 
@@ -39,15 +38,6 @@ def rates(seconds: list[tuple[float, float]], n: int, n_bytes: int) -> dict:
     wall, cpu = min(w for w, _ in seconds), statistics.median(c for _, c in seconds)
     return {"wall_seconds": wall, "cpu_seconds": cpu, "docs_per_s": n / wall,
             "docs_per_cpu_s": n / cpu, "mb_per_cpu_s": n_bytes / 1e6 / cpu, "passes": seconds}
-
-
-def timed(fn, repeat: int) -> list[tuple[float, float]]:
-    out = []
-    for _ in range(repeat):
-        wall, cpu = time.perf_counter(), time.process_time()
-        fn()
-        out.append((time.perf_counter() - wall, time.process_time() - cpu))
-    return out
 
 
 def main() -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "RAYON_NUM_THREADS")
 
@@ -16,3 +17,13 @@ def one_core(pin: bool) -> int | None:
         os.sched_setaffinity(0, {cpu})
         return cpu
     return None
+
+
+def timed(fn, repeat: int) -> list[tuple[float, float]]:
+    """(wall, CPU) seconds of each of ``repeat`` calls of ``fn()``."""
+    out = []
+    for _ in range(repeat):
+        wall, cpu = time.perf_counter(), time.process_time()
+        fn()
+        out.append((time.perf_counter() - wall, time.process_time() - cpu))
+    return out
