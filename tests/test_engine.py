@@ -483,8 +483,7 @@ def test_chunks_of_documents_give_what_one_document_at_a_time_gives(synthetic, m
         from lab.stages import language, pii, segment, text
 
         language._DETECTED.clear()  # nothing remembered from another run of the same texts
-        pii._FOUND.clear()
-        text._RECENT, segment._RECENT = text.Recent(), text.Recent()
+        pii._FOUND, text._RECENT, segment._RECENT = text.Recent(), text.Recent(), text.Recent()
         collectors = annotate.new_collectors(cfg, 2)
         out = []
         for i in range(0, len(docs), chunk):

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import ipaddress
 import re
-import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +51,7 @@ import pyarrow as pa
 
 from lab.rules import Rule
 from lab.stages.fields import check, knob
+from lab.stages.text import Recent
 
 NAME = "pii"
 VERSION = 2  # bump when signals() (or what it reads: word lists, models) gives other values
@@ -275,10 +275,9 @@ def _around_at_signs(text: str) -> list[tuple[int, int]]:
     return out
 
 
-_FOUND: dict[tuple[str, str], list[tuple[int, int, str]]] = {}  # (ip_ranges, text) -> spans, texts with PII
-_FOUND_SIZE = 512  # texts remembered (above the chunk annotate hands a stage: the scrub comes after every stage)
-_FOUND_CHARS = 1 << 25  # and at most this many characters of them
-_FOUND_LOCK = threading.Lock()
+# (ip_ranges, text) -> its spans, for texts with PII: the scrub, after every stage of annotate's chunk,
+# reuses what the signals found
+_FOUND = Recent()
 
 
 def _spans(text: str, ip_ranges: str) -> list[tuple[int, int, str]]:
@@ -286,12 +285,8 @@ def _spans(text: str, ip_ranges: str) -> list[tuple[int, int, str]]:
     spans = _FOUND.get((ip_ranges, text))
     if spans is None:
         spans = _find(text, ip_ranges)
-        if spans and len(text) <= _FOUND_CHARS:
-            with _FOUND_LOCK:
-                if len(_FOUND) >= _FOUND_SIZE or sum(len(t) for _, t in _FOUND) + len(text) > _FOUND_CHARS:
-                    for k in list(_FOUND)[: max(1, len(_FOUND) // 2)]:
-                        _FOUND.pop(k, None)
-                _FOUND[(ip_ranges, text)] = spans
+        if spans:
+            _FOUND.put((ip_ranges, text), spans, len(text))
     return spans
 
 

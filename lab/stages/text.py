@@ -267,7 +267,7 @@ _CACHE_SIZE = 1 << 17  # entries (about 30 MB); the older half goes when full
 class Recent:
     """The answers for the last texts asked, by key: annotate hands a stage a chunk of documents,
     then the next stage the same chunk (``lab.annotate.CHUNK_DOCS``), so what the stages share
-    (a document's words) is kept for more than a chunk's worth of texts: ``size`` entries, and
+    (a document's words; the PII spans its scrub reuses) is kept for more than a chunk's worth of texts: ``size`` entries, and
     at most ``chars`` characters of their texts (the older half goes when either is reached).
 
     >>> r = Recent(size=2); r.put("a", 1, 1); r.put("b", 2, 1); r.put("c", 3, 1); r.get("a"), r.get("c")

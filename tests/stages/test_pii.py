@@ -202,5 +202,5 @@ def test_emails_found_around_at_signs_are_those_of_the_whole_text():
 def test_scrub_reuses_the_spans_signals_found():
     text = "write to bob@example.org from 8.8.8.8 today"
     assert pii.signals(text)["pii_total"] == 2
-    assert pii._FOUND[("public", text)] == pii._find(text, "public")
+    assert pii._FOUND.get(("public", text)) == pii._find(text, "public")
     assert pii.scrub(text) == "write to <EMAIL> from <IP_ADDRESS> today"
