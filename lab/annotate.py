@@ -173,6 +173,7 @@ def annotate_partition(part: Partition, cfg: Config, run_dir: str | Path, n_buck
     pending_chars = 0
 
     def flush() -> None:
+        nonlocal pending_chars
         for doc, (row, text) in zip(pending, annotate_docs(pending, cfg, batch_rules, clock, collectors, len(rows))):
             rows.append(row)
             result.docs += 1
@@ -181,7 +182,6 @@ def annotate_partition(part: Partition, cfg: Config, run_dir: str | Path, n_buck
                          ("url", doc.url), ("record_id", doc.record_id), ("text", text)):
                 docs[k].append(v)
         pending.clear()
-        nonlocal pending_chars
         pending_chars = 0
 
     for item in read(part, inp, cfg.ingest):
