@@ -181,8 +181,8 @@ def test_write_read_round_trip(run, table, tmp_path):
         fertility.read(tmp_path)
 
 
-def test_fertility_command_writes_the_table_lab_query_reads(run, corpus_lab):
-    run_dir = run.run_dir
+def test_fertility_command_writes_the_table_lab_query_reads(run, corpus_lab, tmp_path):
+    run_dir = shutil.copytree(run.run_dir, tmp_path / "run")  # the command writes stats/: not into the shared run
     r = corpus_lab("fertility", run_dir, "--vocab-sizes", "300,500", "--unigram-sizes", "500",
                    "--tokenizer", "tiktoken:cl100k_base")
     assert r.returncode == 0, r.stderr
