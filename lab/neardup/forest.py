@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from lab.io.run import RunLayout
+from lab.neardup import graph
 from lab.io.writers import write_parquet
 
 GRID = tuple(round(0.50 + 0.05 * i, 2) for i in range(10))  # thresholds with precomputed clusters
@@ -51,27 +52,20 @@ class Forest:
 
 
 def spanning_forest(f: Forest) -> Forest:
-    """The maximum spanning forest of ``f``'s edges (Kruskal in scipy; one edge per pair, its highest Jaccard)."""
+    """The maximum spanning forest of ``f``'s edges (one edge per pair, its highest Jaccard; ties: the
+    lower pair of nodes first, so the forest is unique)."""
     if len(f) == 0:
         return Forest.empty()
     ids, inv = np.unique(np.concatenate([f.u, f.v]), return_inverse=True)
     a, b = inv[: len(f)], inv[len(f):]
     lo, hi = np.minimum(a, b), np.maximum(a, b)
     order = np.lexsort((-f.jaccard, hi, lo))  # per pair, the highest Jaccard first
-    lo, hi = lo[order], hi[order]
     first = np.ones(lo.size, dtype=bool)
-    first[1:] = (lo[1:] != lo[:-1]) | (hi[1:] != hi[:-1])
-    pick = order[first]
-    n = ids.size
-    weight = 2.0 - f.jaccard[pick]  # > 0: scipy drops zero weights; the minimum tree maximizes Jaccard
-    from scipy.sparse import coo_matrix  # here: scipy costs every process that imports lab 0.3 s
-    from scipy.sparse.csgraph import minimum_spanning_tree
-
-    tree = minimum_spanning_tree(coo_matrix((weight, (lo[first], hi[first])), shape=(n, n)).tocsr()).tocoo()
-    # map tree entries back to the picked edges (exact Jaccard, not 2 - (2 - j))
-    key = lo[first].astype(np.int64) * n + hi[first]
-    tkey = np.minimum(tree.row, tree.col).astype(np.int64) * n + np.maximum(tree.row, tree.col)
-    sel = np.sort(pick[np.searchsorted(key, tkey)])  # key is sorted: (lo, hi) ascending
+    first[1:] = (lo[order][1:] != lo[order][:-1]) | (hi[order][1:] != hi[order][:-1])
+    pick = order[first]  # one edge per pair, sorted by (lo, hi)
+    rank = np.empty(pick.size, dtype=np.int64)
+    rank[np.lexsort((hi[pick], lo[pick], -f.jaccard[pick]))] = np.arange(pick.size)
+    sel = np.sort(pick[graph.spanning_forest(ids.size, lo[pick], hi[pick], rank)])
     return Forest(f.u[sel], f.v[sel], f.u_doc[sel], f.v_doc[sel], f.jaccard[sel])
 
 
@@ -91,12 +85,9 @@ def grid_clusters(f: Forest) -> pa.Table:
     a, b = np.searchsorted(ids, f.u), np.searchsorted(ids, f.v)
     cols: dict[str, pa.Array] = {"node": pa.array(ids, pa.int64()), "doc_id": pa.array(node_doc, pa.int64())}
     n = ids.size
-    from scipy.sparse import coo_matrix  # here: scipy costs every process that imports lab 0.3 s
-    from scipy.sparse.csgraph import connected_components
-
     for t in GRID:
         m = f.jaccard >= t - EPS
-        _, label = connected_components(coo_matrix((np.ones(int(m.sum())), (a[m], b[m])), shape=(n, n)), directed=False)
+        label = graph.components(n, a[m], b[m])
         low = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
         np.minimum.at(low, label, node_doc)
         size = np.bincount(label, minlength=n)

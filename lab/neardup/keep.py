@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lab.neardup import graph
 from lab.neardup.forest import EPS
 
 KEEP = ("lowest_id", "longest", "best_signal")  # which member of a group is kept
@@ -40,11 +41,7 @@ def cluster_keepers(doc_ids: np.ndarray, nodes: np.ndarray, rank: np.ndarray, u:
     ids, node_of = np.unique(nodes, return_inverse=True)
     m = (jaccard >= threshold - EPS) & np.isin(u, ids) & np.isin(v, ids)
     a, b = np.searchsorted(ids, u[m]), np.searchsorted(ids, v[m])
-    n = ids.size
-    from scipy.sparse import coo_matrix  # here: scipy costs every process that imports lab 0.3 s
-    from scipy.sparse.csgraph import connected_components
-
-    _, label = connected_components(coo_matrix((np.ones(a.size), (a, b)), shape=(n, n)), directed=False)
+    label = graph.components(ids.size, a, b)
     comp = label[node_of]
     order = np.lexsort((doc_ids, -rank.astype(np.float64), comp))
     first = np.ones(order.size, dtype=bool)
