@@ -21,6 +21,8 @@ import threading
 import unicodedata
 from itertools import chain, islice
 
+import numpy as np
+
 # Unicode sentence terminals, as datatrove's TERMINAL_PUNCTUATION (code point ranges, hex).
 _TERMINAL_RANGES = (
     "21 2E 3F 589 61D-61F 6D4 700-702 7F9 837 839 83D-83E 964-965 104A-104B 1362 1367-1368 166E "
@@ -45,16 +47,15 @@ SYMBOLS = "".join(sorted(
 
 def _char_classes(*groups: tuple[str, ...]) -> list[str]:
     """Bodies of regex character classes, one per group of Unicode categories (BMP and emoji)."""
-    ranges: list[list[list[int]]] = [[] for _ in groups]
-    for c in (*range(0x10000), *range(0x1F000, 0x1FC00)):
-        cat = unicodedata.category(chr(c))
-        for rs, group in zip(ranges, groups):
-            if cat in group:
-                if rs and rs[-1][1] == c - 1:
-                    rs[-1][1] = c
-                else:
-                    rs.append([c, c])
-    return ["".join(re.escape(chr(a)) + ("-" + re.escape(chr(b)) if b > a else "") for a, b in rs) for rs in ranges]
+    points = np.r_[np.arange(0x10000), np.arange(0x1F000, 0x1FC00)]
+    cats = np.array(list(map(unicodedata.category, map(chr, points.tolist()))))
+    out = []
+    for group in groups:
+        inside = points[np.isin(cats, group)]
+        cut = np.flatnonzero(np.diff(inside) != 1) + 1  # where a run of consecutive code points ends
+        starts, ends = inside[np.r_[0, cut]].tolist(), inside[np.r_[cut - 1, inside.size - 1]].tolist()
+        out.append("".join(re.escape(chr(a)) + ("-" + re.escape(chr(b)) if b > a else "") for a, b in zip(starts, ends)))
+    return out
 
 
 # spaCy's character classes and affix rules (lang/char_classes.py, lang/punctuation.py)
@@ -77,21 +78,21 @@ _SUFFIX = re.compile("|".join(p + "$" for p in [
     *_PUNCT, *_ELLIPSES, *_QUOTES, _ICON, "'s", "'S", "’s", "’S", "—", "–", r"(?<=[0-9])\+",
     r"(?<=°[FfCcKk])\.", rf"(?<=[0-9])(?:{'|'.join(_CURRENCY)})", rf"(?<=[0-9])(?:{'|'.join(_UNITS)})",
     rf"(?<=[0-9{_AL}%²\-\+{'|'.join(_PUNCT)}(?:{_Q})])\.", rf"(?<=[{_AU}][{_AU}])\."]))
-_INFIX = re.compile("|".join([
+_INFIX = "|".join([  # spaCy's infixes as written (compiled by the tests, which compare it with the fast form)
     *_ELLIPSES, _ICON, r"(?<=[0-9])[+\-\*^](?=[0-9-])", rf"(?<=[{_AL}{_Q}])\.(?=[{_AU}{_Q}])",
     rf"(?<=[{_A}]),(?=[{_A}])", rf"(?<=[{_AN}])(?:-|–|—|--|---|——|~)(?=[{_A}])",
-    rf"(?<=[{_AN}])[:<>=/](?=[{_A}])"]))
+    rf"(?<=[{_AN}])[:<>=/](?=[{_A}])"])
 # ``_INFIX`` written to open with the class of every character an infix can start with, each
 # alternative then checking what it consumed by a lookbehind (``(?<=[0-9])[+\-]`` becomes
 # ``[...](?<=[0-9][+\-])``), in the same order: the same matches, but ``re`` skips the characters
 # that cannot start one in C instead of trying the eight alternatives at every position (1.6x faster
-# on the chunks of bench/out/docs_en.jsonl; tests/stages/test_words.py compares the two).
+# on the chunks of bench/out/docs_en.jsonl; tests/stages/test_words.py compares the two). One group
+# around it all: ``re.split`` then keeps the infixes between the pieces.
 _INFIX_FAST = re.compile(
-    rf"[.…{_SO}+\-*^,–—~:<>=/](?:(?<=\.)\.+|(?<=…)|(?<=[{_SO}])|(?<=[0-9][+\-*^])(?=[0-9-])"
+    rf"([.…{_SO}+\-*^,–—~:<>=/](?:(?<=\.)\.+|(?<=…)|(?<=[{_SO}])|(?<=[0-9][+\-*^])(?=[0-9-])"
     rf"|(?<=[{_AL}{_Q}]\.)(?=[{_AU}{_Q}])|(?<=[{_A}],)(?=[{_A}])"
     rf"|(?<=[{_AN}][-–—~])(?:(?<=-)(?:|-|--)|(?<=—)(?:|—)|(?<=[–~]))(?=[{_A}])"
-    rf"|(?<=[{_AN}][:<>=/])(?=[{_A}]))")
-_INFIX_SPLIT = re.compile(f"({_INFIX_FAST.pattern})")  # its matches kept by re.split
+    rf"|(?<=[{_AN}][:<>=/])(?=[{_A}])))")
 _URL = re.compile(
     r"^(?:[\w+\-.]{2,}://)?(?:\S+(?::\S*)?@)?"
     r"(?:(?:[A-Za-z0-9\u00a1-\uffff][A-Za-z0-9\u00a1-\uffff_-]{0,62})?[A-Za-z0-9\u00a1-\uffff]\.)+"
@@ -231,7 +232,7 @@ def _split(s: str, specials: dict[str, tuple[str, ...]]) -> list[str]:
     elif "." in s and _URL.match(s):  # a URL has a dot before its top-level domain
         out.append(s)
     elif s:
-        parts = _INFIX_SPLIT.split(s)  # text, infix, text, ...: every infix is at least one character
+        parts = _INFIX_FAST.split(s)  # text, infix, text, ...: every infix is at least one character
         if len(parts) == 1:
             out.append(s)
         else:
@@ -244,7 +245,7 @@ def _split(s: str, specials: dict[str, tuple[str, ...]]) -> list[str]:
 
 # spaCy's second pass: token runs that spell a special case containing affixes are re-merged
 # (``):`` -> ``):``, ``d .`` -> ``d.``). Pattern = the special's affix-only split.
-_MERGE = {tuple(_split(k, {})): k for k in _SPECIALS if _PREFIX.search(k) or _SUFFIX.search(k) or _INFIX.search(k)}
+_MERGE = {tuple(_split(k, {})): k for k in _SPECIALS if _PREFIX.search(k) or _SUFFIX.search(k) or _INFIX_FAST.search(k)}
 _MERGE_MAX = max(map(len, _MERGE))
 _MERGE_FIRST = {p[0] for p in _MERGE}
 
