@@ -78,6 +78,7 @@ def forget_shared() -> None:
     text_words._RECENT = text_words.Recent()
     segment._RECENT = text_words.Recent()
     language._DETECTED.clear()
+    language.model().forget()  # the words the language model has seen, as in a new process
 
 
 def stage_calls(cfg: Config, docs: list[Doc]) -> dict:
@@ -159,7 +160,7 @@ def main() -> None:
     tok = tokenize_time(Path(args.run), texts)
     gopher = per_stage["gopher_quality"] + per_stage["gopher_repetition"]
     total = sum(per_stage.values())
-    bare = language.model()
+    bare = language.fasttext_model()
     bare_s = cpu_time(lambda t: bare.predict(t[: language.MAX_CHARS].replace("\n", " "), k=1), texts)
 
     res: dict = {"input": args.input, "docs": n, "mb": round(mb, 3),

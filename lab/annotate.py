@@ -106,6 +106,8 @@ def annotate_docs(docs: list[Doc], cfg: Config, batch_rules: dict[str, list[Rule
                    for s in collector.signals_batch([(first + k, texts[k], docs[k]) for k in alive[j:j + size]])]
         elif collector is not None:
             out = [collector.signals(first + k, texts[k], docs[k]) for k in alive]
+        elif hasattr(module, "signals_many"):  # the stage's model looks at the chunk's documents together
+            out = module.signals_many([texts[k] for k in alive])
         else:
             out = [module.signals(texts[k]) for k in alive]
         for k, signals in zip(alive, out):

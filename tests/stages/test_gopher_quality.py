@@ -226,9 +226,9 @@ def test_language_model_runs_once_per_document(monkeypatch):
     calls = []
 
     class Counting:
-        def predict(self, *a, **k):
-            calls.append(a)
-            return model.predict(*a, **k)
+        def predict_many(self, texts):
+            calls.extend(texts)
+            return model.predict_many(texts)
 
     monkeypatch.setattr(language, "model", lambda: Counting())
     assert language.signals(text)["lang"] == "de"
