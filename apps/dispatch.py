@@ -99,14 +99,26 @@ class Dispatch:
         # comes back while the server is still making the session (a fast query) could otherwise be lost
         # with the callback that shows it (seen: a new page's histograms never drawn, about 1 load in 5)
         self.waiting: dict[str, tuple] | None = None
+        self._watch = None
         if self.served:
             self.waiting = {}
             pn.state.onload(self._loaded)
+            # Panel can drop an onload callback registered while it is running the session's others (its
+            # list is popped, then the page marked loaded): the page would never show its first answers.
+            # Until ours has run, check twice a second whether Panel has marked the page loaded.
+            self._watch = self.doc.add_periodic_callback(self._loaded_if_missed, 500)
 
     def _loaded(self) -> None:
         waiting, self.waiting = self.waiting or {}, None
         for kind, (compute, show, pool) in waiting.items():
             self.submit(kind, compute, show, pool=pool)
+
+    def _loaded_if_missed(self) -> None:
+        if self.waiting is not None and pn.state._loaded.get(self.doc):  # loaded, and our callback never ran
+            self._loaded()
+        if self.waiting is None and self._watch is not None:
+            self.doc.remove_periodic_callback(self._watch)
+            self._watch = None
 
     @property
     def served(self) -> bool:
