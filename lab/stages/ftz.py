@@ -158,7 +158,6 @@ class Model:
         self._minn, self._maxn, self._bucket = minn, maxn, bucket
         self._output_t = np.ascontiguousarray(output[: nlabels - 1].T)  # internal node n: output row n - nlabels
         self._tree = _huffman(counts)
-        self._nlabels = nlabels
         self._min_score = _r32(math.log(0.0 + 1e-5))  # std_log(threshold = 0)
         self._eos = struct.pack("<i", words[_EOS])
         self._inputs: dict[bytes, bytes] = {_EOS: self._eos}  # word -> its input rows (int32 bytes)
