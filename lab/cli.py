@@ -2,6 +2,7 @@
 
     corpus-lab run [--config FILE] [--scheduler ADDRESS] [--workers N] [--in-process] [--dry-run] ...
     corpus-lab funnel RUN_DIR [--config FILE] [--by lang|source]
+    corpus-lab check RUN_DIR
     corpus-lab labels RUN_DIR [--config FILE] [--export PATH] [--compact]
     corpus-lab train-quality RUN_DIR [--positives INPUT] [--negatives INPUT|sample] [--out PATH] ...
     corpus-lab reference
@@ -97,6 +98,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     lr = manifest["last_run"]
     print(f"run {cfg.run_dir}: {t['docs']} documents, {t['rejected']} rejected records "
           f"({lr['partitions_run']} partitions run, {lr['partitions_reused']} reused, {lr['seconds']:.1f} s)")
+    if manifest["inputs"]["summary"]:
+        print(f"corpus-lab: note: {manifest['inputs']['summary']} (each with why: manifest.json inputs.skipped, "
+              f"{cfg.run_dir}/inputs.parquet)", file=sys.stderr)
     st = lr["steps"]
     print(f"  near dedup {st['near_dedup']}; tokenizer {st['tokenizer']}; tokenize "
           f"{st['tokenize']['partitions_run']} partitions; materialize {st['materialize']}")
@@ -336,10 +340,41 @@ def _members_text(members, cluster_id: int, threshold: float, chars: int = 160) 
     return "\n".join(out)
 
 
+def cmd_check(args: argparse.Namespace) -> int:
+    from lab import check
+
+    run_dir = _run_dir(args.run)
+    found = check.check(run_dir)
+    for f in found:
+        print(f"stale: {f.line()}")
+    if found:
+        print(f"corpus-lab: error: {len(found)} outputs of {run_dir} no longer match what they were made from; rerun "
+              f"`corpus-lab run --config {run_dir}/config.yaml` to bring them up to date (it redoes only those)",
+              file=sys.stderr)
+        return EXIT_INTEGRITY
+    print(f"{run_dir}: every output matches what it was made from (inputs compared by content)")
+    return 0
+
+
 def cmd_verify_tokens(args: argparse.Namespace) -> int:
     from lab import loader
 
-    split_dir = _run_dir(args.run) / "tokens" / args.split
+    from lab import check
+
+    run_dir = _run_dir(args.run)
+    found = check.check(run_dir)  # the tokens are only as current as every step they were made from
+    for f in found:
+        if f.why.startswith(check.UNLISTABLE):
+            print(f"corpus-lab: warning: {f.why}; the tokens are checked against the run directory only",
+                  file=sys.stderr)
+    stale = [f for f in found if not f.why.startswith(check.UNLISTABLE)]
+    if stale:
+        for f in stale:
+            print(f"stale: {f.line()}", file=sys.stderr)
+        print(f"corpus-lab: error: {run_dir}/tokens no longer matches what it would be made of now ({len(stale)} "
+              f"stale outputs above); rerun `corpus-lab run --config {run_dir}/config.yaml`", file=sys.stderr)
+        return EXIT_INTEGRITY
+    split_dir = run_dir / "tokens" / args.split
     res = loader.verify(split_dir, world_size=args.world, num_workers=args.workers, seed=args.seed, epoch=args.epoch,
                         save_at=args.save_at)
     print(f"{split_dir}: {res['sequences']} sequences x {res['seq_len']} tokens, world {args.world} x "
@@ -408,9 +443,16 @@ def cmd_fertility(args: argparse.Namespace) -> int:
     cfg = load(args.config) if args.config else load(run_dir / "config.yaml")
     sizes = tuple(int(v) for v in args.vocab_sizes.split(","))
     uni = tuple(int(v) for v in args.unigram_sizes.split(",") if v.strip())
-    table = fertility.compare(run_dir, cfg, vocab_sizes=sizes, d_model=args.d_model, held_out=args.held_out,
-                              unigram_sizes=uni, tokenizers=tuple(args.tokenizer))
-    fertility.write(run_dir, table)
+    params = {"vocab_sizes": list(sizes), "unigram_sizes": list(uni), "d_model": args.d_model,
+              "held_out": args.held_out, "tokenizers": list(args.tokenizer)}
+    made_from = fertility.reads(run_dir, cfg, params)
+    if fertility.recorded_reads(run_dir) == made_from:  # nothing it reads moved: the stored table is current
+        table = fertility.read(run_dir)
+        print(f"reused: {run_dir}/stats/fertility.parquet (made from the same documents, config and candidates)")
+    else:
+        table = fertility.compare(run_dir, cfg, vocab_sizes=sizes, d_model=args.d_model, held_out=args.held_out,
+                                  unigram_sizes=uni, tokenizers=tuple(args.tokenizer))
+        fertility.write(run_dir, table, made_from)
     every = table.filter(pl.col("group_by") == "all")
     with pl.Config(tbl_rows=100, tbl_width_chars=180, float_precision=3, fmt_str_lengths=40,
                    tbl_hide_dataframe_shape=True):
@@ -564,6 +606,10 @@ def parser() -> argparse.ArgumentParser:
     v.add_argument("--epoch", type=int, default=0)
     v.add_argument("--save-at", type=float, default=0.5, help="save and restore each stream at this fraction")
     v.set_defaults(func=cmd_verify_tokens)
+    ck = sub.add_parser("check", help="name every output of a run whose inputs changed since it was made (exit 4), "
+                                      "inputs compared by content")
+    ck.add_argument("run", help="run directory, e.g. runs/sample")
+    ck.set_defaults(func=cmd_check)
 
     tr = sub.add_parser("trace", help="the document (source, locator, url, text around it) a token of a split came from")
     tr.add_argument("run", help="run directory, e.g. runs/sample")

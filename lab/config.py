@@ -34,6 +34,7 @@ from lab.stages.fields import check
 
 
 FORMATS = ("auto", "jsonl", "parquet", "text", "warc")
+RENAMED = {"ingest.text_files_per_partition": "files_per_partition"}  # old key path -> its new name
 _MEMORY = re.compile(r"auto|0?\.\d+|1(\.0*)?|\d+(\.\d+)?\s*([kKmMgGtT]i?[bB]|[bB])?")
 _ADDRESS = re.compile(r"(tcp|tls|inproc|ucx|ws|wss)://[^\s:/]+(:\d{1,5})?|[^\s:/]+:\d{1,5}")
 
@@ -54,14 +55,14 @@ class InputConfig:
 
 @dataclass(frozen=True)
 class IngestConfig:
-    partition_bytes: int = 64 * 2**20  # bytes of input per task; large files are split by byte range or row group
+    partition_bytes: int = 64 * 2**20  # bytes of input per task at most; larger files are split by byte range or row group
     max_doc_bytes: int = 16 * 2**20  # larger records go to rejects/ instead of the stages
-    text_files_per_partition: int = 256  # plain-text directories: files per task
+    files_per_partition: int = 4096  # whole files per task at most (of any format; groups average an eighth of it)
 
     def __post_init__(self) -> None:
         check("partition_bytes", self.partition_bytes, self.partition_bytes >= 4096, ">= 4096 bytes")
         check("max_doc_bytes", self.max_doc_bytes, self.max_doc_bytes >= 1, ">= 1 byte")
-        check("text_files_per_partition", self.text_files_per_partition, self.text_files_per_partition >= 1, ">= 1")
+        check("files_per_partition", self.files_per_partition, self.files_per_partition >= 1, ">= 1")
 
 
 # Per-language thresholds: ((stage, ((lang, ((field, value), ...)), ...)), ...), every level sorted.
@@ -417,6 +418,11 @@ def build(cls: type, data: Any, path: str = "") -> Any:
         data, by_lang = _build_by_lang(data, path or "stages")
     hints, fields = _fields_of(cls)
     unknown = sorted(set(data) - set(fields))
+    for old in unknown:
+        new = RENAMED.get(f"{path}.{old}" if path else old)
+        if new:
+            raise ConfigError(f"{path + '.' if path else ''}{old} was renamed to {path + '.' if path else ''}{new} "
+                              f"(its meaning widened: see `corpus-lab reference`); rename the key")
     if unknown:
         where = path or "the top level"
         known = [f for f in fields if not (cls is StagesConfig and f == BY_LANG)]  # by_lang: inside a section
@@ -453,9 +459,39 @@ def to_dict(obj: Any) -> Any:
     return obj
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, except that a key given twice in one mapping is an error: PyYAML keeps the last
+    value and drops the first without a word, so two ``stages:`` blocks would silently lose one."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            self.flatten_mapping(node)  # merge keys (<<) first: an explicit key may override a merged one
+            seen: dict = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.get(key)
+                except TypeError:  # an unhashable key: the base class reports it
+                    break
+                line = key_node.start_mark.line + 1
+                if first is not None:
+                    raise ConfigError(f"{self.name}: key {key!r} appears twice in one mapping, at line {first} and at "
+                                      f"line {line}; YAML would keep only the second. Merge the two into one "
+                                      f"{key!r} entry")
+                seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
 def loads(text: str, source: str = "<string>") -> Config:
     try:
-        data = yaml.safe_load(text)
+        loader = _UniqueKeyLoader(text)
+        loader.name = source
+        try:
+            data = loader.get_single_data()
+        finally:
+            loader.dispose()
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""

@@ -46,7 +46,7 @@ from lab.annotate import REPORT_EVERY_S, annotate_partition
 from lab.config import Config
 from lab.errors import ConfigError, DiskFullError
 from lab.io.lock import RunLock
-from lab.io.partitions import Partition, fingerprint
+from lab.io.partitions import Partition
 from lab.io.run import RunLayout
 
 # worker processes run one thread each: keep native libraries from starting thread pools of their own
@@ -436,15 +436,14 @@ def in_process(cfg: Config, input_bytes: int) -> bool:
 
 
 def _run(cfg: Config, *, progress: bool, overwrite: bool, client: object | None) -> dict:
-    layout, parts = steps.prepare(cfg, overwrite=overwrite)
+    layout, parts, listing = steps.prepare(cfg, overwrite=overwrite)
     if client is None and in_process(cfg, sum(p.size for p in parts)):
         client = INPROCESS
     if client is not None and client != INPROCESS and cfg.engine.scheduler:
         _check_run_dir_shared(getattr(client, "client", client), layout)
     shash = cfg.signals_hash()
     buckets = steps.n_buckets(cfg, parts)
-    hashes: dict[str, str] = {}  # every input file's content hash, read once per run
-    fps = {p.key: fingerprint(p, hashes) for p in parts}
+    fps = steps.fingerprints(layout, parts, listing)  # every input file's content hash, read once per run
     todo = [p for p in parts if not steps.partition_complete(layout, p, shash, buckets, fps[p.key])]
     started = time.time()
     dedup_state = steps.dedup_state(cfg, layout, parts, buckets)
@@ -457,11 +456,11 @@ def _run(cfg: Config, *, progress: bool, overwrite: bool, client: object | None)
     if (todo or not steps.dedup_complete(layout, dedup_state)
             or not steps.boilerplate_complete(layout, steps.boilerplate_state(cfg, layout, parts, buckets))
             or not steps.tokenize_complete(cfg, layout, parts)
-            or not steps.tokens_current(cfg, layout)):
+            or not steps.tokens_current(cfg, layout, parts)):
         with executor_for(cfg, client) as ex:
             _run_all(ex, cfg, layout, parts, todo, buckets, did, fps, progress=progress)
     steps.sweep_temporary(layout.root)  # every task is over: a killed worker's unfinished files
-    return manifest.write(cfg, layout, parts, steps=did, seconds=time.time() - started, hashes=hashes)
+    return manifest.write(cfg, layout, parts, steps=did, seconds=time.time() - started, listing=listing)
 
 
 def _run_all(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Partition], todo: list[Partition],
@@ -474,7 +473,7 @@ def _run_all(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Partition
     if _boilerplate(ex, cfg, layout, parts, buckets, progress=progress):
         did["boilerplate"] = "computed"
     did.update(_tokenize(ex, cfg, layout, parts, progress=progress))
-    if _materialize(ex, cfg, layout, progress=progress):
+    if _materialize(ex, cfg, layout, parts, progress=progress):
         did["materialize"] = "computed"
 
 
@@ -605,7 +604,8 @@ def _tokenize(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Partitio
     run_id = _run_id(layout, sha, repr(strip))
     bar = _bar(progress, len(keys), desc="tokenize", unit="part")
     try:
-        map_tasks(ex, tokenize.tokenize_partition, {k: (str(layout.root), k, sha, strip) for k in keys},
+        map_tasks(ex, tokenize.tokenize_partition,
+                  {k: (str(layout.root), k, sha, strip, steps.tokenize_reads(layout, k, sha, strip)) for k in keys},
                   prefix=f"tokenize-{run_id}", retries=cfg.engine.retries, bar=bar, cost=("tokenize", str(layout.root)))
     finally:
         bar.close()
@@ -613,12 +613,12 @@ def _tokenize(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Partitio
     return {**did, "tokenize": {"partitions_run": len(keys)}}
 
 
-def _materialize(ex: Executor, cfg: Config, layout: RunLayout, *, progress: bool) -> bool:
+def _materialize(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Partition], *, progress: bool) -> bool:
     """Shuffle the kept documents' tokens into shards (one task per tokenized partition), then pack and
     write each shard (one task per shard): ``lab.materialize``."""
     from lab import materialize
 
-    if not steps.materialize_needed(cfg, layout):
+    if not steps.materialize_needed(cfg, layout, parts):
         return False
     clock = costs.Step(layout.root, "materialize")
     job = materialize.prepare(cfg, layout)
@@ -637,6 +637,6 @@ def _materialize(ex: Executor, cfg: Config, layout: RunLayout, *, progress: bool
                           prefix=f"tokens-shard-{run_id}", retries=cfg.engine.retries, bar=bar, cost=cost)
     finally:
         bar.close()
-    materialize.finish(cfg, layout, job, infos)
+    materialize.finish(cfg, layout, job, infos, steps.materialize_reads(cfg, layout, parts))
     clock.finish(inprocess=isinstance(ex, InProcessExecutor))
     return True

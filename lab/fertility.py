@@ -65,7 +65,7 @@ from lab import query, tokenize
 from lab.config import Config, TokenizerConfig
 from lab.errors import ConfigError, NotReadyError
 from lab.io.run import RunLayout
-from lab.io.writers import write_json, write_parquet
+from lab.io.writers import read_json, write_json, write_parquet
 
 D_MODEL = 4096  # model width d used for the embedding cost V × d (a 7B-class model)
 VOCAB_SIZES = (8000, 16000, 32000, 64000)  # fitted BPE sizes asked for, special tokens included
@@ -518,12 +518,41 @@ def paths(run_dir: str | Path) -> tuple[Path, Path]:
     return RunLayout(Path(run_dir)).fertility
 
 
-def write(run_dir: str | Path, table: pl.DataFrame) -> None:
-    """Write the table as ``stats/fertility.json`` (a list of rows) and ``stats/fertility.parquet``."""
+def write(run_dir: str | Path, table: pl.DataFrame, made_from: dict | None = None) -> None:
+    """Write the table as ``stats/fertility.json`` (a list of rows) and ``stats/fertility.parquet``, and what it
+    was made from (``reads``) as ``stats/fertility.reads.json``."""
     js, pq_path = paths(run_dir)
     js.parent.mkdir(parents=True, exist_ok=True)
+    reads_path(run_dir).unlink(missing_ok=True)
     write_json(table.to_dicts(), js)
     write_parquet(table.to_arrow(), pq_path)
+    if made_from is not None:
+        write_json(made_from, reads_path(run_dir))
+
+
+def reads(run_dir: str | Path, config: Config, params: dict) -> dict:
+    """What a fertility table depends on: the command's ``params`` (vocabulary sizes, candidates, ...), the
+    config, the documents it keeps (annotated partitions, near-dedup clusters, boilerplate signal) and the
+    content of every tokenizer file it reads."""
+    from lab import steps
+
+    layout = RunLayout(Path(run_dir))
+    files = list(dict.fromkeys([*([config.tokenizer.path] if config.tokenizer.kind == "file" else []),
+                                *params.get("tokenizers", ())]))
+    return {"params": params, "config_hash": config.config_hash(),
+            "partitions": steps.partitions_digest(layout, steps.annotated_keys(layout)),
+            "near_dedup": steps.state_digest(layout.dedup_done), "boilerplate": steps.state_digest(layout.boilerplate_done),
+            "tokenizers": {f: tokenize.source_sha256(f) for f in files}}
+
+
+def reads_path(run_dir: str | Path) -> Path:
+    return RunLayout(Path(run_dir)).stats / "fertility.reads.json"
+
+
+def recorded_reads(run_dir: str | Path) -> dict | None:
+    """What the stored table was made from (``reads``), None when no table was written with it."""
+    p = reads_path(run_dir)
+    return read_json(p) if p.exists() and paths(run_dir)[1].exists() else None
 
 
 def read(run_dir: str | Path) -> pl.DataFrame:

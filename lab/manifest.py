@@ -2,7 +2,7 @@
 
 - ``merge_stats``: every partition's statistics partials merged once, in partition order, into
   ``stats/merged.json`` (a mergeable aggregation: the merge equals one pass over every document).
-- ``write``: ``manifest.json``: the resolved config and its hashes, the inputs (path, size, hash),
+- ``write``: ``manifest.json``: the resolved config and its hashes, the inputs (files, bytes, what was not read),
   library versions, per-partition status and drops, totals, the funnel, per-stage CPU seconds, the
   near-dedup shuffle, the frozen tokenizer, the token shards, and what this invocation computed or
   reused (``last_run``).
@@ -13,29 +13,38 @@ queries (``lab.query``) over the written signals, never counts carried by the ta
 
 from __future__ import annotations
 
-import os
 import platform
 from importlib import metadata
 
+import pyarrow.compute as pc
+
 from lab import __version__, costs
 from lab.config import Config, to_dict
-from lab.io.partitions import Partition, content_hash, files_of
+from lab.io.listing import Listing
+from lab.io.partitions import Partition
 from lab.io.run import RunLayout
 from lab.io.schema import numeric_signals
 from lab.io.writers import read_json, write_json
 from lab.stats import Summary, merge_all
 
 
-def inputs_manifest(parts: list[Partition], hashes: dict[str, str]) -> list[dict]:
-    """path, bytes, mtime and content hash of every input file (hashed once per run, ``fingerprint``)."""
-    seen: dict[str, dict] = {}
-    for p in parts:
-        for f in files_of(p):
-            if f not in seen:
-                st = os.stat(f)
-                h = hashes.get(f) or content_hash(f)
-                seen[f] = {"path": f, "bytes": st.st_size, "mtime_ns": st.st_mtime_ns, "sha256": h}
-    return [seen[k] for k in sorted(seen)]
+SKIPPED_LISTED = 1000  # skipped entries named in manifest.json (all of them: inputs.parquet)
+
+
+def inputs_summary(layout: RunLayout, parts: list[Partition], listing: Listing | None) -> dict:
+    """Files read and their bytes, and the entries under the inputs not read (the first ``SKIPPED_LISTED``
+    with why; every one, and every file's SHA-256, in ``inputs.parquet``)."""
+    import pyarrow.parquet as pq
+
+    files = size = 0
+    if layout.inputs.exists():
+        t = pq.read_table(layout.inputs, columns=["bytes", "skipped"])
+        read = t.filter(pc.is_null(t["skipped"]))
+        files, size = read.num_rows, int(pc.sum(read["bytes"]).as_py() or 0)
+    skipped = listing.skipped if listing is not None else []
+    return {"files": files, "bytes": size, "listing": layout.inputs.name, "skipped_count": len(skipped),
+            "skipped": [{"path": s["path"], "reason": s["reason"]} for s in skipped[:SKIPPED_LISTED]],
+            "summary": listing.summary() if listing is not None else ""}
 
 
 def versions() -> dict[str, str]:
@@ -105,7 +114,7 @@ def boilerplate_summary(cfg: Config, layout: RunLayout) -> dict:
 
 
 def write(cfg: Config, layout: RunLayout, parts: list[Partition], *, steps: dict, seconds: float = 0.0,
-          hashes: dict[str, str] | None = None) -> dict:
+          listing: Listing | None = None) -> dict:
     """Merge every partition's metrics and statistics partials (in partition order) into ``manifest.json``;
     returns the manifest. ``steps``: what each step of this invocation did (run or reused)."""
     done, totals = merge_stats(layout, parts)
@@ -131,7 +140,8 @@ def write(cfg: Config, layout: RunLayout, parts: list[Partition], *, steps: dict
         "config_hash": cfg.config_hash(),
         "signals_hash": cfg.signals_hash(),
         "inputs_hash": cfg.inputs_hash(),
-        "inputs": inputs_manifest(parts, hashes or {}),
+        # files read and bytes, entries not read and why (inputs.parquet: every file with its SHA-256)
+        "inputs": inputs_summary(layout, parts, listing),
         "versions": versions(),
         "partitions": [{"key": p.key, "source": p.source, "start": p.start, "end": p.end, "bytes": p.size,
                         "docs": d["docs"], "rejected": d["rejected"], "dropped": by_part.get(p.key, {}),

@@ -364,8 +364,10 @@ def write_one_shard(run_dir: str, keys: list[str], task: ShardTask, dtype: np.dt
     return write_shard(staging(layout) / task.split, task.index, tokens, cu, dtype)
 
 
-def finish(cfg: Config, layout: RunLayout, job: Job, infos: list[ShardInfo]) -> dict:
-    """Write the split manifests and ``stats/packing.json``; swap the staged shards in as ``tokens/``."""
+def finish(cfg: Config, layout: RunLayout, job: Job, infos: list[ShardInfo], reads: dict | None = None) -> dict:
+    """Write the split manifests and ``stats/packing.json``; swap the staged shards in as ``tokens/``.
+    ``reads`` (``lab.steps.materialize_reads``): what they were made of, recorded in ``tokens/done.json``
+    and ``stats/packing.json`` (a later run and ``corpus-lab check`` compare it)."""
     tmp = staging(layout)
     shutil.rmtree(tmp / "shuffle", ignore_errors=True)
     for split in splits_of(cfg):
@@ -376,11 +378,12 @@ def finish(cfg: Config, layout: RunLayout, job: Job, infos: list[ShardInfo]) -> 
         m.shards = [info for t, info in zip(job.shards, infos) if t.split == split]
         (tmp / split).mkdir(parents=True, exist_ok=True)
         write_manifest(tmp / split, m)
+    write_json({"reads": reads}, tmp / layout.tokens_done.name)
     shutil.rmtree(layout.tokens, ignore_errors=True)
     tmp.rename(layout.tokens)
     write_json({"chosen": {"strategy": cfg.pack.strategy, "seq_len": cfg.pack.seq_len}, "train": job.compare,
-                "splits": job.summary, **({"mixture": job.mixture} if job.mixture is not None else {})},
-               layout.packing_stats)
+                "splits": job.summary, **({"mixture": job.mixture} if job.mixture is not None else {}),
+                "reads": reads}, layout.packing_stats)
     out = {"tokenizer_sha256": job.sha256, "config_hash": cfg.config_hash(), "splits": job.summary}
     if job.mixture is not None:
         out["mixture"] = job.mixture
@@ -399,4 +402,6 @@ def run(cfg: Config, layout: RunLayout) -> dict:
     for key in job.keys:
         scatter_partition(str(layout.root), key, job.sha256, (job.dest_doc, job.dest_batch), job.n_batches)
     infos = [write_one_shard(str(layout.root), job.keys, t, job.dtype, job.eod, job.pad_id) for t in job.shards]
-    return finish(cfg, layout, job, infos)
+    from lab import steps
+
+    return finish(cfg, layout, job, infos, steps.materialize_reads(cfg, layout, steps.annotated_keys(layout)))

@@ -36,12 +36,48 @@ from pathlib import Path
 from lab.config import Config, dumps, to_dict
 from lab.errors import ConfigError
 from lab.io.labels import clear_run
-from lab.io.partitions import Partition, plan
+from lab.io.listing import Listing, list_inputs
+from lab.io.partitions import Partition, fingerprint, plan
 from lab.io.run import RunLayout
 from lab.io.schema import REJECTS_SCHEMA
 from lab.io.writers import read_marker, write_json, write_parquet, write_text
 from lab.manifest import merge_stats
 from lab.stages import STAGES
+
+# --- what a step read ----------------------------------------------------------------------------------
+
+
+def digest(paths) -> str:
+    """One hash over the bytes of ``paths`` (a missing one counts as absent): how a step names the files it
+    read. Markers are small JSON files whose bytes are what the step they mark produced.
+
+    >>> digest([]) == digest([])
+    True
+    """
+    h = hashlib.blake2b(digest_size=16)
+    for p in paths:
+        p = Path(p)
+        h.update(p.name.encode() + b"\0")
+        h.update(p.read_bytes() if p.exists() else b"-")
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+def partitions_digest(layout: RunLayout, parts: list[Partition] | list[str]) -> str:
+    """The annotated partitions' done records (each names its input fingerprint, signals hash and statistics),
+    hashed in partition order: what every step after annotate read of the documents and signals."""
+    return digest(layout.done(k) for k in keys_of(parts))
+
+
+def keys_of(parts: list[Partition] | list[str]) -> list[str]:
+    return [p if isinstance(p, str) else p.key for p in parts]
+
+
+def annotated_keys(layout: RunLayout) -> list[str]:
+    """The keys of the partitions a run directory holds (its done records), in order: the partitions of the
+    run's last plan, for a step run on its own (``lab.materialize.run``, ``corpus-lab fertility``)."""
+    return sorted(f.stem.split("-", 1)[1] for f in layout.stats.glob("part-*.json"))
+
 
 # --- the run directory -------------------------------------------------------------------------------
 
@@ -68,8 +104,8 @@ def _remove_stale(layout: RunLayout, parts: list[Partition]) -> None:
                 f.unlink()
 
 
-def prepare(cfg: Config, *, overwrite: bool = False) -> tuple[RunLayout, list[Partition]]:
-    """Validate inputs, plan partitions and set up the run directory.
+def prepare(cfg: Config, *, overwrite: bool = False) -> tuple[RunLayout, list[Partition], Listing]:
+    """Validate inputs, list their files, plan partitions and set up the run directory.
 
     Call it once the cluster is reachable: a run that cannot start leaves no directory behind.
     """
@@ -83,7 +119,8 @@ def prepare(cfg: Config, *, overwrite: bool = False) -> tuple[RunLayout, list[Pa
         raise ConfigError("stages.boilerplate.max_line_frac needs explore mode (its signal counts lines over every "
                           "document of a site, after all partitions are annotated); set mode: explore, or "
                           "max_line_frac: 1.0 in batch")
-    parts = plan(cfg.inputs, cfg.ingest)
+    listing = list_inputs(cfg.inputs)
+    parts = plan(cfg.inputs, cfg.ingest, listing)
     layout = RunLayout(cfg.run_dir)
     if layout.manifest.exists():
         old = read_marker(layout.manifest)  # damaged: compared partition by partition, then rewritten
@@ -101,7 +138,37 @@ def prepare(cfg: Config, *, overwrite: bool = False) -> tuple[RunLayout, list[Pa
     for m in STAGES:  # what a stage builds once per run before any partition (decontamination's index)
         if hasattr(m, "prepare"):
             m.prepare(cfg.stage(m.NAME), layout.root)
-    return layout, parts
+    return layout, parts, listing
+
+
+def fingerprints(layout: RunLayout, parts: list[Partition], listing: Listing) -> dict[str, dict]:
+    """Each partition's input fingerprint (``lab.io.partitions.fingerprint``: its files' SHA-256, read once
+    per run), and ``inputs.parquet``: every file found under the inputs, read (size, SHA-256, partition)
+    or skipped (why), written as it is hashed so that the driver holds no list of a million files."""
+    import pyarrow as pa
+
+    from lab.io.schema import INPUTS_SCHEMA
+    from lab.io.writers import ParquetStream
+
+    hashes: dict[str, tuple[int, str]] = {}
+    fps: dict[str, dict] = {}
+    seen: set[str] = set()  # files cut into ranges: listed once
+    with ParquetStream(layout.inputs, INPUTS_SCHEMA) as out:
+        for p in parts:
+            def listed(source: str, path: str, size: int, sha: str, p: Partition = p) -> None:
+                if not p.files:
+                    if path in seen:
+                        return
+                    seen.add(path)
+                out.add({"input": p.input_index, "source": source, "path": path, "bytes": size, "sha256": sha,
+                         "partition": p.key, "skipped": None})
+
+            fps[p.key] = fingerprint(p, hashes, listed)
+        for s in listing.skipped:
+            out.add({"input": s["input"], "source": None, "path": s["path"], "bytes": None, "sha256": None,
+                     "partition": None, "skipped": s["reason"]})
+    del pa
+    return fps
 
 
 def n_buckets(cfg: Config, parts: list[Partition]) -> int:
@@ -145,12 +212,8 @@ def quarantine(layout: RunLayout, part: Partition, cfg: Config, error: BaseExcep
 
 def dedup_state(cfg: Config, layout: RunLayout, parts: list[Partition], buckets: int) -> dict:
     """What the near-dedup outputs depend on: the partitions' done markers and the shuffle's shape."""
-    h = hashlib.blake2b(digest_size=16)
-    for p in parts:
-        d = layout.done(p.key)
-        h.update(d.read_bytes() if d.exists() else b"-")
     nd = cfg.stages.near_dedup
-    return {"partitions": h.hexdigest(), "buckets": buckets, "max_group_pairs": nd.max_group_pairs,
+    return {"partitions": partitions_digest(layout, parts), "buckets": buckets, "max_group_pairs": nd.max_group_pairs,
             "signature": nd.signature_params()}
 
 
@@ -179,7 +242,7 @@ def dedup_finish(layout: RunLayout, state: dict, buckets: int, nodes: int, secon
 def boilerplate_state(cfg: Config, layout: RunLayout, parts: list[Partition], buckets: int) -> dict:
     """What the merged line counts and the ``bp_line_frac`` signal depend on: the partitions' done
     markers, the shuffle's shape and ``min_docs``."""
-    return {"partitions": dedup_state(cfg, layout, parts, buckets)["partitions"], "buckets": buckets,
+    return {"partitions": partitions_digest(layout, parts), "buckets": buckets,
             **cfg.stages.boilerplate.merge_params()}
 
 
@@ -223,8 +286,7 @@ def tokenizer_state(cfg: Config, layout: RunLayout, parts: list[Partition]) -> d
     split = {"shuffle_seed": pack["shuffle_seed"], "val_fraction": pack["val_fraction"]}  # val and test never fit it
     if pack["test_fraction"]:  # absent at 0: the state of the runs made before the key existed
         split["test_fraction"] = pack["test_fraction"]
-    return {"tokenizer": tok, "split": split,
-            "partitions": dedup_state(cfg, layout, parts, n_buckets(cfg, parts))["partitions"]}
+    return {"tokenizer": tok, "split": split, "partitions": partitions_digest(layout, parts)}
 
 
 def strip_state(cfg: Config, layout: RunLayout, parts: list[Partition]) -> dict | None:
@@ -238,12 +300,19 @@ def strip_state(cfg: Config, layout: RunLayout, parts: list[Partition]) -> dict 
     return {"min_docs": bp.min_docs, "merge": h}
 
 
+def tokenize_reads(layout: RunLayout, key: str, sha: str, strip: dict | None) -> dict:
+    """What partition ``key``'s token counts depend on: the tokenizer, the text rewrite and the partition's
+    stored text (its done record, which names its input's content hash)."""
+    return {"sha256": sha, "strip": strip, "annotated": digest([layout.done(key)])}
+
+
 def tokenize_todo(layout: RunLayout, parts: list[Partition], sha: str, strip: dict | None = None) -> list[str]:
-    """Keys of the partitions not yet counted by the tokenizer ``sha`` with the text rewrite ``strip``."""
+    """Keys of the partitions whose token counts are missing or were made from other text, another tokenizer or
+    another text rewrite."""
     keys = []
     for p in parts:
         done = read_marker(layout.tokenized_done(p.key))
-        if layout.part("docs", p.key).exists() and (done.get("sha256") != sha or done.get("strip") != strip):
+        if layout.part("docs", p.key).exists() and done.get("reads") != tokenize_reads(layout, p.key, sha, strip):
             keys.append(p.key)
     return keys
 
@@ -279,8 +348,6 @@ def fit_tokenizer(cfg: Config, layout: RunLayout, parts: list[Partition]) -> tup
                                                data, _ranks_tmp(layout, ranks)))[2],
                                            "fitted_under_config_hash": cfg.config_hash(),
                                            "seconds": round(time.time() - started, 3)}, ranks=ranks)
-        for f in layout.tokenized_dir.glob("*"):  # counts of another tokenizer
-            f.unlink()
         return {"tokenizer": "frozen from " + cfg.tokenizer.path}, sha
     merge_stats(layout, parts)  # percentile rules need the merged quantiles
     texts, strata = query.tokenizer_sample(query.open_run(layout.root, refresh=True), cfg)
@@ -295,8 +362,6 @@ def fit_tokenizer(cfg: Config, layout: RunLayout, parts: list[Partition]) -> tup
                                       "sample": {"docs": len(texts), "bytes": int(strata["bytes"].sum()),
                                                  "strata": strata.to_dicts()},
                                       "seconds": round(time.time() - started, 3)})
-    for f in layout.tokenized_dir.glob("*"):  # counts of another tokenizer
-        f.unlink()
     return {"tokenizer": "fitted"}, sha
 
 
@@ -321,15 +386,33 @@ def tokenize_start(layout: RunLayout, parts: list[Partition], sha: str, strip: d
 # --- materialize -------------------------------------------------------------------------------------
 
 
-def tokens_current(cfg: Config, layout: RunLayout) -> bool:
-    """Whether tokens/ holds the shards of this config and the run's tokenizer, with their provenance."""
+def materialize_reads(cfg: Config, layout: RunLayout, parts: list[Partition] | list[str]) -> dict:
+    """What ``tokens/`` and ``stats/packing.json`` depend on: the config (thresholds, packing, mixture), the
+    tokenizer, every partition's token counts and the selection's inputs (signals, near-dedup clusters,
+    boilerplate signal)."""
+    fit = read_marker(layout.tokenizer_fit)
+    return {"config_hash": cfg.config_hash(), "tokenizer_sha256": fit.get("sha256"),
+            "tokenized": digest(layout.tokenized_done(k) for k in keys_of(parts)),
+            "partitions": partitions_digest(layout, parts),
+            "near_dedup": state_digest(layout.dedup_done), "boilerplate": state_digest(layout.boilerplate_done)}
+
+
+def state_digest(marker: Path) -> str:
+    """A step's completion marker, by the state it records (what it read), not its timings."""
+    state = read_marker(marker).get("state")
+    return hashlib.blake2b(json.dumps(state, sort_keys=True).encode(), digest_size=16).hexdigest()
+
+
+def tokens_current(cfg: Config, layout: RunLayout, parts: list[Partition]) -> bool:
+    """Whether tokens/ holds the shards of exactly what they would be made of now: this config, the run's
+    tokenizer and the token counts and selection they were made from (with their provenance)."""
     if not cfg.tokenizer.enabled:
         return True
-    d, fit = read_marker(layout.tokens / "train" / "manifest.json"), read_marker(layout.tokenizer_fit)
-    return (d.get("config_hash") == cfg.config_hash() and d.get("tokenizer_sha256") == fit.get("sha256", "-")
+    d = read_marker(layout.tokens / "train" / "manifest.json")
+    return (read_marker(layout.tokens_done).get("reads") == materialize_reads(cfg, layout, parts)
             and d.get("provenance") == "pieces")  # shards written before provenance existed are rewritten
 
 
-def materialize_needed(cfg: Config, layout: RunLayout) -> bool:
+def materialize_needed(cfg: Config, layout: RunLayout, parts: list[Partition]) -> bool:
     """Whether materialize has to write ``tokens/`` (a tokenizer exists and the shards are not current)."""
-    return cfg.tokenizer.enabled and layout.tokenizer_fit.exists() and not tokens_current(cfg, layout)
+    return cfg.tokenizer.enabled and layout.tokenizer_fit.exists() and not tokens_current(cfg, layout, parts)

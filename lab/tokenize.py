@@ -443,13 +443,15 @@ def continued_words_from_offsets(text: str, offsets: list[tuple[int, int]]) -> i
 
 
 
-def tokenize_partition(run_dir: str | Path, key: str, sha256: str, strip: dict | None = None) -> dict:
+def tokenize_partition(run_dir: str | Path, key: str, sha256: str, strip: dict | None = None,
+                       reads: dict | None = None) -> dict:
     """Encode one partition's stored text with the frozen tokenizer; writes ``tokenized/part-KEY.parquet``.
 
     ``strip`` (``lab.steps.strip_state``; None: the text as stored): remove each document's boilerplate
     lines first (``stages.boilerplate.remove_lines``: the lines seen in >= ``strip["min_docs"]`` documents
     of its site), the one text rewrite besides the PII scrub; what it removed is recorded in the
-    partition's ``tokenized/part-KEY.json``."""
+    partition's ``tokenized/part-KEY.json``, with ``reads`` (``lab.steps.tokenize_reads``: the driver's, what
+    the next run compares)."""
     layout = RunLayout(Path(run_dir))
     tok = load(layout, sha256)
     docs = pq.read_table(layout.part("docs", key), columns=["doc_id", "text"])
@@ -471,7 +473,7 @@ def tokenize_partition(run_dir: str | Path, key: str, sha256: str, strip: dict |
                       "continued_words": continued,
                       "ids": pa.array(ids, type=pa.list_(pa.uint32()))}, schema=TOKENIZED_SCHEMA)
     write_parquet(table, layout.tokenized(key))
-    write_json({"key": key, "sha256": sha256, "documents": table.num_rows,
+    write_json({"key": key, "sha256": sha256, "reads": reads, "documents": table.num_rows,
                 "tokens": int(table.column("n_tokens").to_numpy().sum()),
                 **({"strip": strip, "boilerplate_removed": removed} if strip is not None else {})},
                layout.tokenized_done(key))

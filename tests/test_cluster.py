@@ -47,9 +47,9 @@ VOLATILE = ("config.yaml", "manifest.json", "dedup/done.json", "boilerplate/done
 
 
 def config_yaml(src: Path) -> str:
-    """20 partitions of the synthetic sample, a small tokenizer, short sequences: tokens/ in a few seconds."""
+    """20 partitions of the synthetic sample (a file or a range each), a small tokenizer, short sequences: tokens/ in a few seconds."""
     return (f"inputs: [{{path: {src}}}]\n"
-            "ingest: {partition_bytes: 65536}\n"
+            "ingest: {partition_bytes: 65536, files_per_partition: 1}\n"
             "tokenizer: {vocab_size: 1000}\n"
             "pack: {seq_len: 512, val_fraction: 0.1, shard_sequences: 64}\n"
             f"engine: {{retries: {RETRIES}}}\n")

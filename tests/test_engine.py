@@ -154,7 +154,7 @@ def test_an_input_rewritten_with_the_same_size_and_mtime_is_read_again(tmp_path)
     for k in range(3):
         (src / f"{k}.jsonl").write_text("".join(json.dumps({"id": f"{k}-{i}", "text": sample.english_doc(rng)}) + "\n"
                                                 for i in range(10)))
-    cfg = config(src, tmp_path / "runs", "same")
+    cfg = config(src, tmp_path / "runs", "same", ingest=IngestConfig(files_per_partition=1))  # a partition per file
     engine.run(cfg, progress=False, client=INPROC)
     f = src / "1.jsonl"
     st = f.stat()
@@ -168,7 +168,7 @@ def test_an_input_rewritten_with_the_same_size_and_mtime_is_read_again(tmp_path)
     assert m["last_run"]["partitions_run"] == 1 and m["last_run"]["partitions_reused"] == 2
     texts = query.document_texts(cfg.run_dir, query.signal_rows(cfg.run_dir, ["doc_id"])["doc_id"].to_list())
     assert any(" THE " in t for t in texts.values())
-    sha = {i["path"]: i["sha256"] for i in m["inputs"]}
+    sha = {i["path"]: i["sha256"] for i in pq.read_table(cfg.run_dir / "inputs.parquet").to_pylist()}
     assert sha[str(f)] == __import__("hashlib").sha256(new.encode()).hexdigest()
 
 
@@ -339,8 +339,11 @@ def test_manifest_merges_partition_metrics(synthetic, one_worker_run):
     assert m["totals"]["docs"] + m["totals"]["rejected"] == m["funnel"][0]["docs_in"]
     assert set(m["stage_cpu_seconds"]) >= {"ingest", "language", "gopher_quality", "gopher_repetition"}
     assert all(p["status"] == "complete" for p in m["partitions"])
-    assert {i["path"].rsplit("/", 1)[-1] for i in m["inputs"]} == {"documents.jsonl", "broken.jsonl",
-                                                                 "truncated.jsonl.gz", "pages.warc.gz"}
+    listing = pq.read_table(one_worker_run / "inputs.parquet").to_pylist()
+    assert {i["path"].rsplit("/", 1)[-1] for i in listing} == {"documents.jsonl", "broken.jsonl",
+                                                               "truncated.jsonl.gz", "pages.warc.gz"}
+    assert m["inputs"]["files"] == 4 and m["inputs"]["bytes"] == sum(i["bytes"] for i in listing)
+    assert m["inputs"]["skipped"] == [] and m["inputs"]["summary"] == ""
 
 
 def _jsonl(path: Path, n: int, start: int = 0) -> None:

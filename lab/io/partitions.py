@@ -1,25 +1,25 @@
-"""Plan the partitions of a run: which bytes of which input file each Dask task reads.
+"""Plan the partitions of a run: which bytes of which input files each Dask task reads.
 
-``plan`` expands every ``InputConfig`` (a file, a directory walked recursively, or a glob)
-into files, resolves ``format: auto`` by file extension, and cuts the files into partitions of
-about ``ingest.partition_bytes``:
+``plan`` lists every input's files (``lab.io.listing``: links followed, each file once, what is not read
+named with why) and cuts them into partitions of at most ``ingest.partition_bytes``:
 
 - plain JSONL larger than ``partition_bytes``: byte ranges ``[start, end)``; a range owns the
   lines whose first byte lies in it, so every line is read exactly once;
-- Parquet: consecutive row groups adding up to about ``partition_bytes`` (compressed);
-- compressed JSONL (gzip, zstd) and WARC: one partition per file (a stream cannot be entered
-  in the middle);
-- plain-text files: ``ingest.text_files_per_partition`` files per partition, one document each.
+- Parquet larger than ``partition_bytes``: consecutive row groups adding up to about that (compressed);
+- every other file, of any format, whole: files in sorted order are packed into groups of at most
+  ``partition_bytes`` and ``ingest.files_per_partition`` files. A group ends after a file whose name
+  hash falls under a threshold that grows with the file's size (groups average an eighth of either
+  cap), so where groups end depends on each file alone: adding, removing or editing a file changes
+  its own group (or the two around it), not every group after it.
 
 The list is deterministic (inputs in config order, files sorted by relative path), so a
 partition's ``index`` and ``key`` name the same bytes on every machine and every re-run. What
-is planned is not read here: a corrupt Parquet footer becomes one whole-file partition whose
-reader reports it to ``rejects/``. Hidden files and directories (``.name``) are skipped.
+is planned is not read here: a corrupt Parquet footer becomes a whole-file piece whose reader
+reports it to ``rejects/``.
 """
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import os
 from collections.abc import Iterator, Sequence
@@ -27,29 +27,28 @@ from dataclasses import dataclass
 
 from lab.config import IngestConfig, InputConfig
 from lab.errors import ConfigError
+from lab.io.listing import (COMPRESSION_SUFFIXES, JSONL_SUFFIXES, PARQUET_SUFFIXES, TEXT_SUFFIXES,  # noqa: F401
+                            WARC_SUFFIXES, Listing, format_of, list_inputs)
 
-JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
-COMPRESSION_SUFFIXES = (".gz", ".zst", ".zstd")
-PARQUET_SUFFIXES = (".parquet", ".pq")
-WARC_SUFFIXES = (".warc", ".warc.gz")
-TEXT_SUFFIXES = (".txt", ".md", ".rst", ".text", ".html", ".htm")
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+GROUPS_PER_CAP = 8  # whole-file groups average an eighth of either cap, so a cap rarely (e^-8) decides a boundary
 
 
 @dataclass(frozen=True)
 class Partition:
-    """One task's share of the input; see the module docstring for how files are cut."""
+    """One task's share of the input: a range of one file, or whole files; see the module docstring."""
 
     index: int  # position in the global, deterministic partition list
     input_index: int  # which cfg.inputs entry
-    format: str  # resolved: jsonl | parquet | text | warc
-    path: str  # absolute path of the file (text: the input root directory)
-    source: str  # path relative to the input root (text: the files' common directory, "." for the root)
-    start: int = 0  # jsonl: byte offset; parquet: first row group; text: first file index
+    format: str  # a range: jsonl | parquet; whole files: their format, "mixed" when they differ
+    path: str  # a range: the absolute path of the file; whole files: the input root directory
+    source: str  # a range: the file's path relative to the input root; whole files: their common directory
+    start: int = 0  # jsonl: byte offset; parquet: first row group
     end: int = -1  # exclusive; -1 = to the end
-    files: tuple[str, ...] = ()  # text: the relative file paths of this partition
+    files: tuple[str, ...] = ()  # whole files: their paths relative to ``path``, read in this order
     size: int = 0  # bytes of input this partition covers (for progress and planning)
+    formats: tuple[str, ...] = ()  # whole files of a "mixed" partition: each file's format
 
     @property
     def key(self) -> str:
@@ -60,26 +59,9 @@ class Partition:
         """
         return f"{self.index:05d}"
 
-
-def format_of(name: str) -> str | None:
-    """The format a file name implies, or None when the extension says nothing.
-
-    >>> [format_of(n) for n in ("a.jsonl.zst", "b.warc.gz", "c.parquet", "d.md", "e.csv")]
-    ['jsonl', 'warc', 'parquet', 'text', None]
-    """
-    n = name.lower()
-    for c in COMPRESSION_SUFFIXES:
-        if n.endswith(c) and n[: -len(c)].endswith(JSONL_SUFFIXES):
-            return "jsonl"
-    if n.endswith(JSONL_SUFFIXES):
-        return "jsonl"
-    if n.endswith(PARQUET_SUFFIXES):
-        return "parquet"
-    if n.endswith(WARC_SUFFIXES):
-        return "warc"
-    if n.endswith(TEXT_SUFFIXES):
-        return "text"
-    return None
+    def whole_files(self) -> Iterator[tuple[str, str]]:
+        """(path relative to ``path``, format) of each whole file, in reading order."""
+        return zip(self.files, self.formats or (self.format,) * len(self.files))
 
 
 def codec_of(head: bytes) -> str:
@@ -97,162 +79,116 @@ def compression_of(path: str) -> str:
         return codec_of(f.read(4))
 
 
-def plan(inputs: Sequence[InputConfig], ingest: IngestConfig) -> list[Partition]:
-    """The global, deterministic list of partitions for ``inputs``.
+def plan(inputs: Sequence[InputConfig], ingest: IngestConfig, listing: Listing | None = None) -> list[Partition]:
+    """The global, deterministic list of partitions for ``inputs`` (listed by ``list_inputs`` unless
+    ``listing`` is given).
 
     Raises ConfigError when an input path does not exist or matches no file, or when two
-    inputs yield the same file or the same relative source (their document ids would clash).
+    inputs yield the same relative source (their document ids would clash).
     """
+    listing = listing if listing is not None else list_inputs(inputs)
     parts: list[Partition] = []
-    owner: dict[str, int] = {}  # absolute path -> input index
-    sources: dict[str, int] = {}  # relative source -> input index
+    sources: dict[str, int] = {}  # relative source -> input index (only needed with several inputs)
     for i, inp in enumerate(inputs):
-        files = list(_expand(i, inp))
-        for root, rel, _ in files:
-            full = os.path.join(root, rel)
-            if full in owner:
-                raise ConfigError(
-                    f"inputs[{i}].path={inp.path!r} and inputs[{owner[full]}] both include {full}; "
-                    "remove the overlap so every file is read once"
-                )
-            if rel in sources and sources[rel] != i:
-                raise ConfigError(
-                    f"inputs[{i}].path={inp.path!r} and inputs[{sources[rel]}] both contain a file named {rel!r} "
-                    "relative to their roots, so their document ids would clash; list their common parent "
-                    "directory as one input instead, or rename one of them"
-                )
-            owner[full] = i
-            sources[rel] = i
-        text = [(root, rel) for root, rel, fmt in files if fmt == "text"]
-        for root, rel, fmt in files:
-            if fmt != "text":
-                for p in _split(root, rel, fmt, ingest, inp, i):
+        root, files = listing.roots[i], listing.files[i]
+        if len(inputs) > 1:
+            for rel, _, _ in files:
+                j = sources.setdefault(rel, i)
+                if j != i:
+                    raise ConfigError(
+                        f"inputs[{i}].path={inp.path!r} and inputs[{j}] both contain a file named {rel!r} "
+                        "relative to their roots, so their document ids would clash; list their common parent "
+                        "directory as one input instead, or rename one of them"
+                    )
+        if any(fmt == "parquet" for _, _, fmt in files):  # a wrong column name is a config mistake: stop now
+            _check_text_field(i, inp, root, next(rel for rel, _, fmt in files if fmt == "parquet"))
+        group: list[tuple[str, int, str]] = []
+        group_bytes = 0
+
+        def close() -> None:
+            nonlocal group_bytes
+            if group:
+                parts.append(_group(len(parts), i, root, group))
+                group.clear()
+                group_bytes = 0
+
+        for rel, size, fmt in files:
+            pieces = _ranges(root, rel, size, fmt, ingest)
+            if pieces is not None:  # a large file cut into ranges: partitions of their own
+                close()
+                for p in pieces:
                     parts.append(Partition(index=len(parts), input_index=i, **p))
-        per = ingest.text_files_per_partition
-        for k in range(0, len(text), per):
-            root, group = text[k][0], [rel for _, rel in text[k:k + per]]
-            size = sum(os.path.getsize(os.path.join(root, r)) for r in group)
-            common = "/".join(os.path.commonprefix([r.split("/")[:-1] for r in group])) or "."
-            parts.append(Partition(index=len(parts), input_index=i, format="text", path=root, source=common,
-                                   start=k, end=k + len(group), files=tuple(group), size=size))
+                continue
+            if group and (group_bytes + size > ingest.partition_bytes or len(group) >= ingest.files_per_partition):
+                close()  # a cap: rare, as boundaries come about every eighth of it
+            group.append((rel, size, fmt))
+            group_bytes += size
+            if _ends_group(rel, size, ingest):
+                close()
+        close()
     return parts
 
 
-def _expand(i: int, inp: InputConfig) -> Iterator[tuple[str, str, str]]:
-    """(root, relative path, format) of every file of input ``i``, sorted by relative path."""
-    path = os.path.expanduser(inp.path)
-    where = f"inputs[{i}].path={inp.path!r}"
-    if glob.has_magic(path):
-        root = _glob_root(path)
-        matches = sorted(glob.glob(path, recursive=True))
-        by_rel: dict[str, str | None] = {}  # "**" matches a directory and the files in it: keep each once
-        for m in matches:
-            if os.path.isfile(m):  # named by the pattern itself: an explicit format applies as is
-                by_rel[os.path.relpath(m, root)] = inp.format if inp.format != "auto" else (format_of(m) or "text")
-        for m in matches:
-            if os.path.isdir(m):
-                for r in _walk(m):
-                    by_rel.setdefault(os.path.relpath(os.path.join(m, r), root), _dir_format(inp.format, r))
-        found = list(by_rel.items())
-        if not found:
-            raise ConfigError(f"{where} matches no file (glob relative to {os.getcwd()}); "
-                              "fix the pattern or remove the input")
-    elif os.path.isdir(path):
-        root = os.path.abspath(path)
-        found = [(r, _dir_format(inp.format, r)) for r in _walk(root)]
-        if not found:
-            raise ConfigError(f"{where} is a directory with no files; point it at a directory with input files")
-    elif os.path.isfile(path):
-        full = os.path.abspath(path)
-        root, rel = os.path.dirname(full), os.path.basename(full)
-        fmt = inp.format if inp.format != "auto" else format_of(rel)
-        if fmt is None:
-            raise ConfigError(
-                f"{where}: cannot tell the format of {rel!r} from its extension (known: "
-                f"{', '.join(JSONL_SUFFIXES + PARQUET_SUFFIXES + WARC_SUFFIXES + TEXT_SUFFIXES)}, "
-                f"JSONL also with {', '.join(COMPRESSION_SUFFIXES)}); set inputs[{i}].format to "
-                "jsonl, parquet, text or warc"
-            )
-        found = [(rel, fmt)]
-    else:
-        raise ConfigError(f"{where} does not exist (relative paths are resolved from {os.getcwd()}); "
-                          "fix the path or remove the input")
-    wanted = [(rel, fmt) for rel, fmt in found if fmt is not None]
-    if not wanted:
-        raise ConfigError(f"{where} contains no {inp.format} files (files ending in "
-                          f"{', '.join(_suffixes(inp.format))}); set inputs[{i}].format to match the files "
-                          "or point the path at them")
-    root = os.path.abspath(root)
-    for rel, fmt in sorted(wanted):
-        yield root, rel.replace(os.sep, "/"), fmt
+def _ends_group(rel: str, size: int, ingest: IngestConfig) -> bool:
+    """Whether a group of whole files ends after this file: its name's hash is below a threshold that grows
+    with its size, so groups average an eighth of ``partition_bytes`` or of ``files_per_partition``.
 
-
-def _dir_format(requested: str, name: str) -> str | None:
-    """Format of a file met in a directory or glob: by extension, other files are text.
-
-    An explicit jsonl/parquet/warc keeps only the files of that kind; explicit text keeps all.
+    >>> _ends_group("a.jsonl", 10**9, IngestConfig())  # a file of an eighth of the byte cap or more ends one
+    True
     """
-    by_ext = format_of(name)
-    if requested == "auto":
-        return by_ext or "text"
-    if requested == "text":
-        return "text"
-    return requested if by_ext == requested else None
+    p = GROUPS_PER_CAP * max(size / ingest.partition_bytes, 1 / ingest.files_per_partition)
+    u = int.from_bytes(hashlib.blake2b(rel.encode("utf-8", "surrogateescape"), digest_size=8).digest(), "little")
+    return u < p * 2**64
 
 
-def _suffixes(fmt: str) -> tuple[str, ...]:
-    return {"jsonl": JSONL_SUFFIXES, "parquet": PARQUET_SUFFIXES, "warc": WARC_SUFFIXES}.get(fmt, ("any",))
+def _group(index: int, i: int, root: str, group: list[tuple[str, int, str]]) -> Partition:
+    formats = {fmt for _, _, fmt in group}
+    fmt = formats.pop() if len(formats) == 1 else "mixed"
+    rels = tuple(rel for rel, _, _ in group)
+    common = "/".join(os.path.commonprefix([r.split("/")[:-1] for r in rels])) or "."
+    return Partition(index=index, input_index=i, format=fmt, path=root, source=rels[0] if len(rels) == 1 else common,
+                     files=rels, size=sum(s for _, s, _ in group),
+                     formats=tuple(f for _, _, f in group) if fmt == "mixed" else ())
 
 
-def _walk(root: str) -> list[str]:
-    """Relative paths of the non-hidden files under ``root``, sorted."""
-    out = []
-    for d, dirs, names in os.walk(root):
-        dirs[:] = [x for x in dirs if not x.startswith(".")]
-        out += [os.path.relpath(os.path.join(d, n), root) for n in names
-                if not n.startswith(".") and os.path.isfile(os.path.join(d, n))]
-    return sorted(out)
+def _check_text_field(i: int, inp: InputConfig, root: str, rel: str) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
-
-def _glob_root(pattern: str) -> str:
-    """The directory part of a glob before its first wildcard component."""
-    head = []
-    for part in pattern.split(os.sep):
-        if glob.has_magic(part):
-            break
-        head.append(part)
-    return os.path.abspath(os.sep.join(head) or ".")
-
-
-def _split(root: str, rel: str, fmt: str, ingest: IngestConfig, inp: InputConfig, i: int) -> Iterator[dict]:
-    """Partition fields (without index/input_index) for one non-text file."""
     full = os.path.join(root, rel)
-    size = os.path.getsize(full)
+    try:
+        names = pq.ParquetFile(full).schema_arrow.names
+    except (pa.ArrowException, OSError):
+        return  # unreadable: its reader reports it as a reject
+    if inp.text_field not in names:
+        raise ConfigError(f"inputs[{i}].text_field={inp.text_field!r}: {full} has no such column; its columns are "
+                          f"{', '.join(names)}. Set text_field (and id_field, url_field) to the right columns.")
+
+
+def _ranges(root: str, rel: str, size: int, fmt: str, ingest: IngestConfig) -> list[dict] | None:
+    """Partition fields (without index/input_index) of the ranges a large file is cut into; None for a file
+    read whole (small, compressed, a single row group, not Parquet or JSONL, or an unreadable footer)."""
+    if size <= ingest.partition_bytes or fmt not in ("jsonl", "parquet"):
+        return None
+    full = os.path.join(root, rel)
     base = dict(format=fmt, path=full, source=rel)
-    if fmt == "jsonl" and size > ingest.partition_bytes and compression_of(full) == "none":
+    if fmt == "jsonl":
+        if compression_of(full) != "none":
+            return None
         pb = ingest.partition_bytes
-        for start in range(0, size, pb):
-            last = start + pb >= size
-            yield dict(base, start=start, end=-1 if last else start + pb, size=(size - start) if last else pb)
-    elif fmt == "parquet":
-        yield from _split_parquet(full, size, base, ingest.partition_bytes, inp.text_field, i)
-    else:
-        yield dict(base, size=size)
+        return [dict(base, start=start, end=-1 if start + pb >= size else start + pb, size=min(pb, size - start))
+                for start in range(0, size, pb)]
+    return _parquet_ranges(full, size, base, ingest.partition_bytes)
 
 
-def _split_parquet(full: str, size: int, base: dict, partition_bytes: int, text_field: str, i: int) -> Iterator[dict]:
+def _parquet_ranges(full: str, size: int, base: dict, partition_bytes: int) -> list[dict] | None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
-        pf = pq.ParquetFile(full)
-        meta, names = pf.metadata, pf.schema_arrow.names
+        meta = pq.ParquetFile(full).metadata
     except (pa.ArrowException, OSError):
-        yield dict(base, size=size)  # unreadable: the reader reports it as one reject
-        return
-    if text_field not in names:  # a wrong column name is a config mistake, not bad data: stop before any work
-        raise ConfigError(f"inputs[{i}].text_field={text_field!r}: {full} has no such column; its columns are "
-                          f"{', '.join(names)}. Set text_field (and id_field, url_field) to the right columns.")
+        return None  # unreadable: read whole, its reader reports it as one reject
     rg_sizes = [sum(meta.row_group(g).column(c).total_compressed_size for c in range(meta.num_columns))
                 for g in range(meta.num_row_groups)]
     groups, start, acc = [], 0, 0
@@ -262,14 +198,14 @@ def _split_parquet(full: str, size: int, base: dict, partition_bytes: int, text_
             groups.append((start, g + 1, acc))
             start, acc = g + 1, 0
     if not groups:
-        yield dict(base, size=size)
-        return
+        return None
     groups.append((start, -1, 0))
-    covered = 0
+    out, covered = [], 0
     for s, e, n in groups:
         n = n if e != -1 else size - covered  # the last one also carries the footer
         covered += n
-        yield dict(base, start=s, end=e, size=n)
+        out.append(dict(base, start=s, end=e, size=n))
+    return out
 
 
 def files_of(part: Partition) -> list[str]:
@@ -286,20 +222,30 @@ def content_hash(path: str) -> str:
     return h.hexdigest()
 
 
-def fingerprint(part: Partition, hashes: dict[str, str] | None = None) -> dict:
-    """What a partition covers: its place in the input and the size and content hash of its files.
+def fingerprint(part: Partition, hashes: dict[str, tuple[int, str]] | None = None,
+                on_file=None) -> dict:
+    """What a partition covers: its place in the input, and one SHA-256 over its files' names, sizes and
+    content hashes.
 
     A completed partition is reused only when its fingerprint is unchanged, so an input file that
     was added, removed, grown or rewritten is read again, even with the same size and modification
-    time. ``hashes``: path -> ``content_hash`` known so far in this run (filled in), so that a file
-    split into many partitions is read once.
+    time. ``hashes``: path -> (size, ``content_hash``) of the files cut into ranges, filled in, so that
+    a file split into many partitions is read once; ``on_file(source, path, size, sha256)`` is called
+    for each file (the run's input listing).
     """
-    files = []
-    for f in files_of(part):
-        h = hashes.get(f) if hashes is not None else None
-        if h is None:
-            h = content_hash(f)
-            if hashes is not None:
-                hashes[f] = h
-        files.append([f, os.stat(f).st_size, h])
-    return {"format": part.format, "source": part.source, "start": part.start, "end": part.end, "files": files}
+    digest = hashlib.sha256()
+    total = 0
+    names = part.files if part.files else (part.source,)
+    for name, full in zip(names, files_of(part)):
+        known = hashes.get(full) if hashes is not None and not part.files else None
+        if known is None:
+            known = (os.stat(full).st_size, content_hash(full))
+            if hashes is not None and not part.files:
+                hashes[full] = known
+        size, sha = known
+        total += size
+        digest.update(f"{name}\0{size}\0{sha}\n".encode("utf-8", "surrogateescape"))
+        if on_file is not None:
+            on_file(name, full, size, sha)
+    return {"format": part.format, "source": part.source, "start": part.start, "end": part.end,
+            "files": len(names), "bytes": total, "sha256": digest.hexdigest()}

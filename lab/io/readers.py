@@ -48,10 +48,11 @@ from lab.doc import Doc
 from lab.io.decoding import UTF8_BOM, bom, decode_file, decode_utf8, decode_web
 from lab.io.partitions import Partition, codec_of
 
-VERSION = 2  # bump when the readers make other documents of the same bytes (decoding, BOMs): a rerun reads again
+VERSION = 3  # bump when the readers make other documents of the same bytes (decoding, BOMs): a rerun reads again
 CHUNK = 1 << 20  # bytes read from disk at a time
 BINARY_PROBE = 8192  # a text file with a NUL byte in its first 8 KiB is binary
 HTML_TYPES = ("text/html", "application/xhtml+xml")
+HTML_SUFFIXES = (".html", ".htm", ".xhtml")
 
 
 @dataclass(slots=True)
@@ -65,9 +66,27 @@ class Reject:
 
 
 def read(part: Partition, inp: InputConfig, ingest: IngestConfig) -> Iterator[Doc | Reject]:
-    """Docs and Rejects of one partition, in input order."""
-    readers = {"jsonl": read_jsonl, "parquet": read_parquet, "text": read_text, "warc": read_warc}
-    return readers[part.format](part, inp, ingest)
+    """Docs and Rejects of one partition, in input order: a range of one file, or whole files one after another."""
+    if not part.files:
+        return READERS[part.format](part, inp, ingest)
+    return _whole_files(part, inp, ingest)
+
+
+def _whole_files(part: Partition, inp: InputConfig, ingest: IngestConfig) -> Iterator[Doc | Reject]:
+    """Each file of a whole-file partition by its format's reader. A file removed or made unreadable since it
+    was listed is a Reject, not a failed task; any other I/O error (EIO, a stale network handle) fails the
+    task, which is retried and then quarantined like any partition."""
+    for rel, fmt in part.whole_files():
+        full = os.path.join(part.path, rel)
+        try:
+            size = os.path.getsize(full)
+            with open(full, "rb"):
+                pass
+        except (FileNotFoundError, PermissionError, IsADirectoryError) as e:
+            yield Reject(rel, 0, f"{rel}: cannot be read ({e.strerror or e}); it was removed or its permissions "
+                         "changed since the run listed it: restore it, or rerun to list the inputs again", 0)
+            continue
+        yield from READERS[fmt](Partition(part.index, part.input_index, fmt, full, rel, size=size), inp, ingest)
 
 
 def signal_params() -> dict:
@@ -459,31 +478,29 @@ def _row_doc(part: Partition, inp: InputConfig, ingest: IngestConfig, row: int, 
 
 
 def read_text(part: Partition, inp: InputConfig, ingest: IngestConfig) -> Iterator[Doc | Reject]:
-    """One document per file of ``part.files`` (UTF-8, or UTF-16 with its BOM); source = the file's relative path,
-    locator 0. A file with a NUL byte in its first ``BINARY_PROBE`` bytes (and no UTF-16 BOM) is binary: a Reject."""
-    for rel in part.files:
-        full = os.path.join(part.path, rel)
-        try:
-            size = os.path.getsize(full)
-            if size > ingest.max_doc_bytes:
-                yield Reject(rel, 0, f"{rel}: document of {size} bytes exceeds "
-                             f"ingest.max_doc_bytes={ingest.max_doc_bytes}", size)
-                continue
-            with open(full, "rb") as f:
-                data = f.read(ingest.max_doc_bytes + 1)
-        except OSError as e:
-            yield Reject(rel, 0, f"{rel}: cannot be read ({e})", 0)
-            continue
-        mark = bom(data)
-        nul = data.find(b"\0", 0, BINARY_PROBE) if mark is None or mark[0] == "utf-8" else -1  # UTF-16 text has NULs
-        if nul >= 0:
-            yield Reject(rel, 0, f"{rel}: binary file (NUL byte at offset {nul}); remove it from the "
-                         "inputs or give the directory a narrower glob", len(data))
-            continue
-        text, bad, encoding, source = decode_file(data)
-        html = inp.html or rel.lower().endswith((".html", ".htm"))
-        yield Doc(source=rel, locator=0, text=text, raw_bytes=len(data), decode_errors=bad, encoding=encoding,
-                  encoding_source=source, is_html=html)
+    """One document from the file ``part.path``: UTF-8, or UTF-16 with its BOM; an HTML page (``.html``,
+    ``.htm``, or ``html: true``) decoded as a browser decodes it (``decode_web``: BOM, ``<meta>``, detection),
+    like a WARC response. source = the file's relative path, locator 0. A file with a NUL byte in its first
+    ``BINARY_PROBE`` bytes (and no UTF-16 BOM) is binary: a Reject."""
+    rel = part.source
+    size = os.path.getsize(part.path)
+    if size > ingest.max_doc_bytes:
+        yield Reject(rel, 0, f"{rel}: document of {size} bytes exceeds ingest.max_doc_bytes={ingest.max_doc_bytes}",
+                     size)
+        return
+    with open(part.path, "rb") as f:
+        data = f.read(ingest.max_doc_bytes + 1)
+    mark = bom(data)
+    nul = data.find(b"\0", 0, BINARY_PROBE) if mark is None or mark[0] == "utf-8" else -1  # UTF-16 text has NULs
+    if nul >= 0:
+        yield Reject(rel, 0, f"{rel}: binary file (NUL byte at offset {nul}); remove it from the "
+                     "inputs or give the directory a narrower glob", len(data))
+        return
+    html = inp.html or rel.lower().endswith(HTML_SUFFIXES)
+    # a page saved to disk is decoded as a browser (and the WARC reader) would: BOM, <meta>, detection
+    text, bad, encoding, source = decode_web(data, html=True) if html else decode_file(data)
+    yield Doc(source=rel, locator=0, text=text, raw_bytes=len(data), decode_errors=bad, encoding=encoding,
+              encoding_source=source, is_html=html)
 
 
 # --- WARC ------------------------------------------------------------------------------------------
@@ -545,6 +562,9 @@ def read_warc(part: Partition, inp: InputConfig, ingest: IngestConfig) -> Iterat
             unit = "byte" if codec == "none" else "decompressed byte"
             yield Reject(part.source, stream.pos, f"{part.source}: {reason}; reading stopped at {unit} {stream.pos}, "
                          "the records before it were kept. Re-create or re-download the file.", 0)
+
+
+READERS = {"jsonl": read_jsonl, "parquet": read_parquet, "text": read_text, "warc": read_warc}
 
 
 def _drain(rec) -> int:

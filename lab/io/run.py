@@ -19,6 +19,10 @@ class RunLayout:
         return self.root / "config.yaml"
 
     @property
+    def inputs(self) -> Path:  # every file found under the inputs: read (its size and SHA-256) or why not
+        return self.root / "inputs.parquet"
+
+    @property
     def docs(self) -> Path:
         return self.root / "docs"
 
@@ -164,6 +168,11 @@ class RunLayout:
     def tokens(self) -> Path:
         """Packed token shards: tokens/train/, tokens/val/ (lab.io.shards)."""
         return self.root / "tokens"
+
+    @property
+    def tokens_done(self) -> Path:
+        """What the shards were made of (``lab.steps.materialize_reads``), written with them."""
+        return self.tokens / "done.json"
 
     @property
     def telemetry(self) -> Path:

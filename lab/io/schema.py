@@ -38,3 +38,8 @@ def numeric_signals() -> list[str]:
 
 
 IDENTIFIERS = ("doc_id", "content_hash")  # integer columns that are keys, not quantities
+
+# inputs.parquet: every file found under the inputs, read or skipped (lab.steps.fingerprints)
+INPUTS_SCHEMA = pa.schema([("input", pa.int32()), ("source", pa.string()), ("path", pa.string()),
+                           ("bytes", pa.int64()), ("sha256", pa.string()), ("partition", pa.string()),
+                           ("skipped", pa.string())])

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
@@ -67,6 +68,72 @@ def write_parquet(table: pa.Table, path: Path) -> None:
     with atomic(path) as tmp:
         pq.write_table(table, tmp, compression="zstd", row_group_size=ROW_GROUP_ROWS,
                        write_statistics=True, store_schema=True)
+
+
+class ParquetStream:
+    """Rows appended to a Parquet file in row groups of ``ROW_GROUP_ROWS``, written atomically on a clean exit:
+    the writer holds one row group at a time, and the file has the bytes ``write_parquet`` gives the same
+    (one or more) rows.
+
+    >>> import tempfile; d = Path(tempfile.mkdtemp())
+    >>> with ParquetStream(d / "t.parquet", pa.schema([("x", pa.int64())])) as out:
+    ...     for i in range(3): out.add({"x": i})
+    >>> pq.read_table(d / "t.parquet")["x"].to_pylist()
+    [0, 1, 2]
+    """
+
+    def __init__(self, path: Path, schema: pa.Schema, rows: int = ROW_GROUP_ROWS):
+        self.path, self.schema, self.rows = Path(path), schema, rows
+        self._columns: dict[str, list] = {n: [] for n in schema.names}
+        self._n = 0
+
+    def __enter__(self) -> "ParquetStream":
+        self._atomic = atomic(self.path)
+        tmp = self._atomic.__enter__()
+        try:
+            self._writer = pq.ParquetWriter(tmp, self.schema, compression="zstd", write_statistics=True,
+                                            store_schema=True)
+        except BaseException:
+            self._atomic.__exit__(*sys.exc_info())
+            raise
+        return self
+
+    def add(self, row: dict) -> None:
+        for name, column in self._columns.items():
+            column.append(row[name])
+        self._n += 1
+        if self._n >= self.rows:
+            self._flush()
+
+    def add_columns(self, columns: dict[str, list]) -> None:
+        """Append the rows of equal-length ``columns`` (name -> values)."""
+        n = len(next(iter(columns.values()))) if columns else 0
+        at = 0
+        while at < n:
+            take = min(self.rows - self._n, n - at)
+            for name, column in self._columns.items():
+                column.extend(columns[name][at:at + take])
+            self._n += take
+            at += take
+            if self._n >= self.rows:
+                self._flush()
+
+    def _flush(self) -> None:
+        if self._n:
+            self._writer.write_table(pa.table(self._columns, schema=self.schema), row_group_size=self.rows)
+            for column in self._columns.values():
+                column.clear()
+            self._n = 0
+
+    def __exit__(self, *exc) -> bool:
+        try:
+            if exc[0] is None:
+                self._flush()
+            self._writer.close()
+        except BaseException:
+            self._atomic.__exit__(*sys.exc_info())
+            raise
+        return bool(self._atomic.__exit__(*exc))
 
 
 def write_parquet_groups(groups: dict[int, pa.Table], path: Path, schema: pa.Schema) -> None:

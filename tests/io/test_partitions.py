@@ -12,6 +12,7 @@ import pytest
 
 from lab.config import IngestConfig, InputConfig
 from lab.errors import ConfigError
+from lab.io.listing import list_inputs
 from lab.io.partitions import Partition, format_of, plan
 
 
@@ -46,34 +47,28 @@ def test_format_of_extensions():
 
 def test_directory_auto_resolves_every_format_sorted(tree):
     parts = plan([InputConfig(str(tree))], IngestConfig())
-    got = [(p.format, p.source, p.files) for p in parts]
-    assert got == [
-        ("jsonl", "a.jsonl", ()),
-        ("parquet", "c.parquet", ()),
-        ("warc", "d.warc", ()),
-        ("jsonl", "sub/b.jsonl.gz", ()),
-        ("text", ".", ("README", "notes.md", "sub/e.txt")),  # unknown extensions are text in a directory
-    ]
-    assert [p.index for p in parts] == list(range(5))
-    assert [p.key for p in parts] == ["00000", "00001", "00002", "00003", "00004"]
-    assert all(os.path.isabs(p.path) for p in parts)
-    assert parts[-1].path == str(tree)
-    assert parts[-1].size == len("read me") + len("# notes") + len("hello")
+    assert len(parts) == 1  # small files of every format are read together, in sorted order
+    (p,) = parts
+    assert (p.format, p.source, p.path, p.key) == ("mixed", ".", str(tree), "00000")
+    assert list(p.whole_files()) == [("README", "text"), ("a.jsonl", "jsonl"), ("c.parquet", "parquet"),
+                                     ("d.warc", "warc"), ("notes.md", "text"), ("sub/b.jsonl.gz", "jsonl"),
+                                     ("sub/e.txt", "text")]  # unknown extensions are text in a directory
+    assert p.size == sum(os.path.getsize(tree / f) for f in p.files)
     assert plan([InputConfig(str(tree))], IngestConfig()) == parts  # deterministic
 
 
 def test_directory_with_explicit_format_keeps_only_that_kind(tree):
-    parts = plan([InputConfig(str(tree), format="jsonl")], IngestConfig())
-    assert [p.source for p in parts] == ["a.jsonl", "sub/b.jsonl.gz"]
-    parts = plan([InputConfig(str(tree), format="text")], IngestConfig())
-    assert len(parts) == 1 and len(parts[0].files) == 7  # every non-hidden file
+    (p,) = plan([InputConfig(str(tree), format="jsonl")], IngestConfig())
+    assert (p.format, p.files) == ("jsonl", ("a.jsonl", "sub/b.jsonl.gz"))
+    (p,) = plan([InputConfig(str(tree), format="text")], IngestConfig())
+    assert p.format == "text" and len(p.files) == 7  # every non-hidden file
 
 
 def test_single_file_and_glob(tree):
     (p,) = plan([InputConfig(str(tree / "sub" / "b.jsonl.gz"))], IngestConfig())
-    assert (p.source, p.path, p.format) == ("b.jsonl.gz", str(tree / "sub" / "b.jsonl.gz"), "jsonl")
-    parts = plan([InputConfig(str(tree / "**" / "*.jsonl*"))], IngestConfig())
-    assert [p.source for p in parts] == ["a.jsonl", "sub/b.jsonl.gz"]
+    assert (p.source, p.path, p.files, p.format) == ("b.jsonl.gz", str(tree / "sub"), ("b.jsonl.gz",), "jsonl")
+    (p,) = plan([InputConfig(str(tree / "**" / "*.jsonl*"))], IngestConfig())
+    assert p.files == ("a.jsonl", "sub/b.jsonl.gz")
 
 
 def test_explicit_format_overrides_extension(tmp_path):
@@ -115,12 +110,28 @@ def test_corrupt_parquet_is_planned_as_one_partition(tmp_path):
     assert (p.format, p.start, p.end, p.size) == ("parquet", 0, -1, 18)
 
 
-def test_text_files_grouped(tmp_path):
-    for i in range(7):
-        (tmp_path / f"{i}.txt").write_text(str(i))
-    parts = plan([InputConfig(str(tmp_path))], IngestConfig(text_files_per_partition=3))
-    assert [p.files for p in parts] == [("0.txt", "1.txt", "2.txt"), ("3.txt", "4.txt", "5.txt"), ("6.txt",)]
-    assert [(p.start, p.end) for p in parts] == [(0, 3), (3, 6), (6, 7)]
+def test_whole_files_grouped_under_both_caps(tmp_path):
+    for i in range(300):
+        (tmp_path / f"{i:03d}.txt").write_text("x" * 100)
+    parts = plan([InputConfig(str(tmp_path))], IngestConfig(files_per_partition=40))
+    assert [f for p in parts for f in p.files] == sorted(f"{i:03d}.txt" for i in range(300))  # each file once, in order
+    assert all(len(p.files) <= 40 for p in parts) and 300 / 40 < len(parts) < 300 / 2
+    parts = plan([InputConfig(str(tmp_path))], IngestConfig(partition_bytes=4096))
+    assert all(p.size <= 4096 for p in parts) and len(parts) >= 300 * 100 / 4096
+
+
+def test_group_boundaries_depend_on_each_file_alone(tmp_path):
+    """Adding a file changes the group it joins, not the groups after it (content-defined boundaries)."""
+    for i in range(0, 2000, 2):
+        (tmp_path / f"{i:04d}.jsonl").write_text('{"text": "a"}\n')
+    ingest = IngestConfig(files_per_partition=64)
+    before = [p.files for p in plan([InputConfig(str(tmp_path))], ingest)]
+    (tmp_path / "0501.jsonl").write_text('{"text": "b"}\n')
+    after = [p.files for p in plan([InputConfig(str(tmp_path))], ingest)]
+    new, gone = [g for g in after if g not in before], [g for g in before if g not in after]
+    assert len(gone) == 1 and "0501.jsonl" in new[0] and len(new) <= 2  # the group it joins (cut in two if it ends one)
+    assert [f for g in new for f in g] == sorted([*gone[0], "0501.jsonl"])
+    assert len(after) > 100  # groups average an eighth of the cap
 
 
 def test_several_inputs_are_numbered_globally(tmp_path):
@@ -148,7 +159,7 @@ def test_glob_matching_nothing(tmp_path):
 
 def test_directory_without_files_of_the_format(tmp_path):
     (tmp_path / "a.txt").write_text("x")
-    with pytest.raises(ConfigError, match=r"contains no parquet files .*set inputs\[0\].format"):
+    with pytest.raises(ConfigError, match=r"holds no file to read .*not a parquet file.*set inputs\[0\].format"):
         plan([InputConfig(str(tmp_path), format="parquet")], IngestConfig())
     (tmp_path / "empty").mkdir()
     with pytest.raises(ConfigError, match="directory with no files"):
@@ -167,8 +178,9 @@ def test_inputs_whose_sources_clash(tmp_path):
         (tmp_path / d / "a.jsonl").write_bytes(jsonl(1))
     with pytest.raises(ConfigError, match="both contain a file named 'a.jsonl'.*common parent"):
         plan([InputConfig(str(tmp_path / "x")), InputConfig(str(tmp_path / "y"))], IngestConfig())
-    with pytest.raises(ConfigError, match="both include"):
-        plan([InputConfig(str(tmp_path)), InputConfig(str(tmp_path / "x" / "a.jsonl"))], IngestConfig())
+    listing = list_inputs([InputConfig(str(tmp_path)), InputConfig(str(tmp_path / "x" / "a.jsonl"))])
+    assert [s["reason"] for s in listing.skipped] == ["duplicate of inputs[0] x/a.jsonl (the same file, read once)"]
+    assert listing.files[1] == []
 
 
 def test_partition_is_frozen():
@@ -179,6 +191,5 @@ def test_partition_is_frozen():
 
 def test_recursive_glob_lists_each_file_once(tree):
     parts = plan([InputConfig(str(tree / "**"))], IngestConfig())
-    sources = [p.source for p in parts if p.format != "text"]
-    assert sources == ["a.jsonl", "c.parquet", "d.warc", "sub/b.jsonl.gz"]
-    assert parts[-1].files == ("README", "notes.md", "sub/e.txt")
+    assert len(parts) == 1
+    assert parts[-1].files == ("README", "a.jsonl", "c.parquet", "d.warc", "notes.md", "sub/b.jsonl.gz", "sub/e.txt")

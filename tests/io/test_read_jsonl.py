@@ -209,7 +209,7 @@ def test_giant_document_in_gzip_is_streamed(tmp_path):
     ingest = IngestConfig(max_doc_bytes=1_000_000)
     (p,) = plan([InputConfig(str(path))], ingest)
     tracemalloc.start()
-    out = list(read_jsonl(p, InputConfig(str(path)), ingest))
+    out = list(read(p, InputConfig(str(path)), ingest))
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert peak < 8_000_000

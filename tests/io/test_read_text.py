@@ -22,10 +22,10 @@ def test_text_directory_docs_rejects_and_conservation(tmp_path):
     for rel, data in files.items():
         (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / rel).write_bytes(data)
-    ingest = IngestConfig(text_files_per_partition=3, max_doc_bytes=10_000)
+    ingest = IngestConfig(files_per_partition=3, max_doc_bytes=10_000)
     inp = InputConfig(str(tmp_path))
     parts = plan([inp], ingest)
-    assert len(parts) == 3
+    assert sorted(f for p in parts for f in p.files) == sorted(files) and all(len(p.files) <= 3 for p in parts)
     out = {o.source: o for p in parts for o in read(p, inp, ingest)}
     assert set(out) == set(files)  # one record per file, none lost
     for p in parts:  # conservation per partition
