@@ -27,7 +27,9 @@ partials) is written last and marks the partition complete.
 
 from __future__ import annotations
 
+import contextlib
 import math
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,7 +45,7 @@ from lab.io.partitions import Partition, fingerprint
 from lab.io.readers import Reject, read
 from lab.io.run import RunLayout
 from lab.io.schema import DOCS_SCHEMA, REJECTS_SCHEMA, numeric_signals, signals_schema
-from lab.io.writers import write_json, write_parquet
+from lab.io.writers import ParquetStream, write_json, write_parquet
 from lab.rules import Rule, first_failure
 from lab.select import ruleset
 from lab.stages import STAGES, extract, pii
@@ -142,6 +144,7 @@ def new_collectors(cfg: Config, n_buckets: int, run_dir: Path | None = None) -> 
 
 CHUNK_DOCS = 64  # documents annotated stage by stage at a time (fewer than the shared caches keep: 256)
 CHUNK_CHARS = 1 << 22  # and at most this many characters of them (a chunk's texts are held together)
+ROWS_PER_BATCH = 4096  # documents' signals held as Python dicts before they become one Arrow batch
 REPORT_EVERY_S = 0.5  # how often a partition reports the input it has read (``report``)
 
 
@@ -162,7 +165,9 @@ def annotate_partition(part: Partition, cfg: Config, run_dir: str | Path, n_buck
             if r.per_document:
                 batch_rules.setdefault(r.stage, []).append(r)
     schema = signals_schema()
-    rows: list[dict] = []
+    batches: list[pa.RecordBatch] = []  # the signals so far as columns, not a dict per document
+    rows: list[dict] = []  # the latest documents' signals, until ROWS_PER_BATCH of them become a batch
+    n_rows = 0
     collectors = new_collectors(cfg, n_buckets, Path(run_dir))
     docs: dict[str, list] = {n: [] for n in DOCS_SCHEMA.names}
     rejects: dict[str, list] = {n: [] for n in REJECTS_SCHEMA.names}
@@ -174,51 +179,67 @@ def annotate_partition(part: Partition, cfg: Config, run_dir: str | Path, n_buck
     pending: list[Doc] = []
     pending_chars = 0
 
-    def flush() -> None:
-        nonlocal pending_chars
-        for doc, (row, text) in zip(pending, annotate_docs(pending, cfg, batch_rules, clock, collectors, len(rows))):
+    layout.make()
+    finish = contextlib.ExitStack()  # the docs file, written as the documents come (atomically, on close)
+    docs_out = finish.enter_context(ParquetStream(layout.part("docs", part.key), DOCS_SCHEMA))
+
+    def flush(last: bool = False) -> None:
+        nonlocal pending_chars, n_rows
+        for doc, (row, text) in zip(pending, annotate_docs(pending, cfg, batch_rules, clock, collectors, n_rows)):
             rows.append(row)
             result.docs += 1
             result.bytes += doc.raw_bytes
             for k, v in (("doc_id", row["doc_id"]), ("source", doc.source), ("locator", doc.locator),
                          ("url", doc.url), ("record_id", doc.record_id), ("text", text)):
                 docs[k].append(v)
+        n_rows += len(pending)
+        if len(docs["doc_id"]) >= ROWS_PER_BATCH:
+            docs_out.add_columns(docs)
+            for column in docs.values():
+                column.clear()
+        if len(rows) >= ROWS_PER_BATCH or (last and rows):
+            batches.append(pa.RecordBatch.from_pylist(rows, schema=schema))
+            rows.clear()
         pending.clear()
         pending_chars = 0
 
-    for item in read(part, inp, cfg.ingest):
-        if report is not None:
-            unreported += item.raw_bytes
-            if time.monotonic() - last >= REPORT_EVERY_S:
-                report(unreported)
-                unreported, last = 0, time.monotonic()
-        if isinstance(item, Reject):
-            result.rejected += 1
-            result.rejected_bytes += item.raw_bytes
-            for k, v in (("source", item.source), ("locator", item.locator), ("reason", item.reason),
-                         ("raw_bytes", item.raw_bytes), ("partition", part.key)):
-                rejects[k].append(v)
-            continue
-        pending.append(item)
-        pending_chars += len(item.text)
-        if len(pending) >= chunk or pending_chars >= CHUNK_CHARS:
-            flush()
-    flush()
-    total = time.thread_time() - t_read
-    clock["ingest"] = max(total - sum(clock.values()), 0.0)
+    try:
+        for item in read(part, inp, cfg.ingest):
+            if report is not None:
+                unreported += item.raw_bytes
+                if time.monotonic() - last >= REPORT_EVERY_S:
+                    report(unreported)
+                    unreported, last = 0, time.monotonic()
+            if isinstance(item, Reject):
+                result.rejected += 1
+                result.rejected_bytes += item.raw_bytes
+                for k, v in (("source", item.source), ("locator", item.locator), ("reason", item.reason),
+                             ("raw_bytes", item.raw_bytes), ("partition", part.key)):
+                    rejects[k].append(v)
+                continue
+            pending.append(item)
+            pending_chars += len(item.text)
+            if len(pending) >= chunk or pending_chars >= CHUNK_CHARS:
+                flush()
+        flush(last=True)
+        total = time.thread_time() - t_read
+        clock["ingest"] = max(total - sum(clock.values()), 0.0)
 
-    columns = {f.name: [r.get(f.name) for r in rows] for f in schema}
-    signals = pa.table(columns, schema=schema)
-    result.stats = stats_mod.summarize({
-        name: signals.column(name).to_numpy(zero_copy_only=False).astype(np.float64)
-        if signals.num_rows else np.zeros(0) for name in numeric_signals()})
+        signals = pa.Table.from_batches(batches, schema=schema)  # chunked as made: no second copy
+        batches.clear()
+        result.stats = {name: stats_mod.Summary.of(  # one column at a time
+            signals.column(name).to_numpy().astype(np.float64) if signals.num_rows else np.zeros(0))
+            for name in numeric_signals()}
 
-    layout.make()
-    for name, collector in collectors.items():
-        t0 = time.thread_time()
-        collector.write(layout, part.key, signals)
-        clock[name] = clock.get(name, 0.0) + (time.thread_time() - t0)
-    write_parquet(pa.table(docs, schema=DOCS_SCHEMA), layout.part("docs", part.key))
+        for name, collector in collectors.items():
+            t0 = time.thread_time()
+            collector.write(layout, part.key, signals)
+            clock[name] = clock.get(name, 0.0) + (time.thread_time() - t0)
+        docs_out.add_columns(docs)
+        finish.close()  # docs/part-KEY.parquet complete
+    except BaseException:
+        finish.__exit__(*sys.exc_info())  # the unfinished docs file is removed
+        raise
     write_parquet(signals, layout.part("signals", part.key))
     write_parquet(pa.table(rejects, schema=REJECTS_SCHEMA), layout.part("rejects", part.key))
     write_json({"key": part.key, "cpu_seconds": {k: round(v, 6) for k, v in clock.items()}}, layout.timing(part.key))

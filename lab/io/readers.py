@@ -422,11 +422,12 @@ def read_parquet(part: Partition, inp: InputConfig, ingest: IngestConfig) -> Ite
     text_type = pf.schema_arrow.field(inp.text_field).type
     if pa.types.is_dictionary(text_type):
         text_type = text_type.value_type
-    if not (pa.types.is_string(text_type) or pa.types.is_large_string(text_type)
-            or pa.types.is_binary(text_type) or pa.types.is_large_binary(text_type)):
-        yield Reject(part.source, row, f"{part.source}: column {inp.text_field!r} has type {text_type}, "
-                     "expected a string column", part.size)
+    binary = pa.types.is_binary(text_type) or pa.types.is_large_binary(text_type)
+    if not (binary or pa.types.is_string(text_type) or pa.types.is_large_string(text_type)):
+        yield from _wrong_type_rows(part, inp, pf, text_type, row, names)
         return
+    # bytes of unknown charset: an HTML page is decoded as a browser would (its <meta>, detection); strings are UTF-8
+    web = binary and inp.html
     columns = [c for c in (inp.text_field, inp.id_field, inp.url_field) if c in names]
     columns = list(dict.fromkeys(columns))
     end = meta.num_row_groups if part.end == -1 else part.end
@@ -441,7 +442,7 @@ def read_parquet(part: Partition, inp: InputConfig, ingest: IngestConfig) -> Ite
                 ids = _strings(batch, inp.id_field)
                 urls = _strings(batch, inp.url_field)
                 for k, raw in enumerate(texts):
-                    yield _row_doc(part, inp, ingest, row + k, raw, ids[k], urls[k])
+                    yield _row_doc(part, inp, ingest, row + k, raw, ids[k], urls[k], web)
                 row += len(texts)
         except (pa.ArrowException, OSError) as e:
             left = sum(_rg_bytes(meta, h) for h in range(g, end))
@@ -462,16 +463,50 @@ def _strings(batch, name: str) -> list[str]:
 
 
 def _row_doc(part: Partition, inp: InputConfig, ingest: IngestConfig, row: int, raw: bytes | None,
-             rid: str, url: str) -> Doc | Reject:
+             rid: str, url: str, web: bool = False) -> Doc | Reject:
     where = f"{part.source} row {row}"
     if raw is None:
         return Reject(part.source, row, f"{where}: {inp.text_field!r} is null, not a string", 0)
     if len(raw) > ingest.max_doc_bytes:
         return Reject(part.source, row, f"{where}: document of {len(raw)} bytes exceeds "
                       f"ingest.max_doc_bytes={ingest.max_doc_bytes}", len(raw))
+    if web:
+        text, bad, encoding, source = decode_web(raw, html=True)
+        return Doc(source=part.source, locator=row, text=text, raw_bytes=len(raw), url=url, record_id=rid,
+                   decode_errors=bad, encoding=encoding, encoding_source=source, is_html=True)
     text, bad = decode_utf8(raw)
     return Doc(source=part.source, locator=row, text=text, raw_bytes=len(raw), url=url, record_id=rid,
                decode_errors=bad, is_html=inp.html)
+
+
+def _wrong_type_rows(part: Partition, inp: InputConfig, pf, text_type, row: int,
+                     names: list[str]) -> Iterator[Reject]:
+    """One Reject per row of a text column that holds no text (numbers, lists, ...), each naming the row, the
+    value and the fix; read in batches like text rows."""
+    import pyarrow as pa
+
+    strings = [f.name for f in pf.schema_arrow if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+               or (pa.types.is_dictionary(f.type) and pa.types.is_string(f.type.value_type))]
+    fix = (f"set inputs[{part.input_index}].text_field to the column that holds the text"
+           + (f" (string columns: {', '.join(strings)})" if strings else " (the file has no string column)"))
+    end = pf.metadata.num_row_groups if part.end == -1 else part.end
+    for batch in pf.iter_batches(batch_size=1024, row_groups=list(range(part.start, end)),
+                                 columns=[inp.text_field], use_threads=False):
+        col = batch.column(0)
+        sizes = _value_sizes(col)
+        for k, v in enumerate(col.to_pylist()):
+            yield Reject(part.source, row + k, f"{part.source} row {row + k}: {inp.text_field!r} is a {text_type} "
+                         f"value ({str(v)[:40]}), not a string; {fix}", sizes[k])
+        row += batch.num_rows
+
+
+def _value_sizes(col) -> list[int]:
+    """Bytes each value of a column stands for (its width, or its text's length for variable-size values)."""
+    import pyarrow as pa
+
+    if pa.types.is_primitive(col.type) and not pa.types.is_boolean(col.type):
+        return [0 if v is None else col.type.bit_width // 8 for v in col.to_pylist()]
+    return [0 if v is None else len(str(v).encode("utf-8", "surrogatepass")) for v in col.to_pylist()]
 
 
 # --- plain text ------------------------------------------------------------------------------------

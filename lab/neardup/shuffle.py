@@ -33,6 +33,7 @@ from lab.neardup.signature import band_hashes
 if TYPE_CHECKING:
     from lab.stages.near_dedup import Config
 
+PAIRS_AT_ONCE = 1 << 16  # candidate pairs whose signatures are compared together (~60 MB at 112 permutations)
 EXACT = 255  # the shuffle's pseudo-band of exact duplicates: band_hash = content hash
 BAND_SCHEMA = pa.schema([("band", pa.uint8()), ("band_hash", pa.uint64()), ("node", pa.int64()),
                          ("doc_id", pa.int64()), ("row", pa.int32())])
@@ -71,7 +72,9 @@ def band_groups(signatures: np.ndarray, has_signature: np.ndarray, nodes: np.nda
         first = np.ones(rows.size, dtype=bool)
         first[1:] = nodes[rows][1:] != nodes[rows][:-1]
         rows = rows[first]
-    bh = band_hashes(signatures[rows], cfg.bands, cfg.rows)  # [n, bands]
+    bh = np.empty((rows.size, cfg.bands), dtype=np.uint64)  # [n, bands], a block of rows at a time (flat memory)
+    for a in range(0, rows.size, 8192):
+        bh[a:a + 8192] = band_hashes(signatures[rows[a:a + 8192]], cfg.bands, cfg.rows)
     exact = np.flatnonzero(has_node)
     band = np.concatenate([np.tile(np.arange(cfg.bands, dtype=np.uint8), rows.size),
                            np.full(exact.size, EXACT, dtype=np.uint8)])
@@ -173,6 +176,12 @@ def _group_pairs(starts: np.ndarray, sizes: np.ndarray, cap: int) -> tuple[np.nd
     return np.concatenate(left), np.concatenate(right)
 
 
+def _take(columns: list[np.ndarray], index: np.ndarray) -> None:
+    """``columns[k] = columns[k][index]`` for each column, one after the other: at most one extra column in memory."""
+    for k in range(len(columns)):
+        columns[k] = columns[k][index]
+
+
 def _write_exact(layout: RunLayout, bucket: int, hashes: np.ndarray, docs: np.ndarray) -> None:
     """Exact-duplicate groups (more than one document per content hash) of one bucket."""
     order = np.lexsort((docs, hashes))
@@ -200,33 +209,40 @@ def reduce_bucket(run_dir: str | Path, bucket: int, keys: Sequence[str], cfg: Co
                                       for c in ("band", "band_hash", "node", "doc_id", "row", "part"))
     band = band.astype(np.int64)
     _write_exact(layout, bucket, node[band == EXACT], doc[band == EXACT])
-    near = band != EXACT
-    band, bh, node, doc, row, part = (x[near] for x in (band, bh, node, doc, row, part))
+    cols = [band, bh, node, doc, row, part]
+    del band, bh, node, doc, row, part
+    _take(cols, np.flatnonzero(cols[0] != EXACT))
     # one record per (band, band_hash, node): a node's lowest doc_id over all partitions
-    order = np.lexsort((doc, node, bh, band))
-    band, bh, node, doc, row, part = (x[order] for x in (band, bh, node, doc, row, part))
+    _take(cols, np.lexsort((cols[3], cols[2], cols[1], cols[0])))
+    band, bh, node = cols[:3]
     keep = np.ones(band.size, dtype=bool)
     keep[1:] = (band[1:] != band[:-1]) | (bh[1:] != bh[:-1]) | (node[1:] != node[:-1])
-    band, bh, node, doc, row, part = (x[keep] for x in (band, bh, node, doc, row, part))
-    order = np.lexsort((doc, bh, band))  # groups of equal (band, band_hash), members by doc_id
-    band, bh, node, doc, row, part = (x[order] for x in (band, bh, node, doc, row, part))
+    del band, bh, node
+    _take(cols, np.flatnonzero(keep))
+    _take(cols, np.lexsort((cols[3], cols[1], cols[0])))  # groups of equal (band, band_hash), members by doc_id
+    band, bh, node, doc, row, part = cols
     new = np.ones(band.size, dtype=bool)
     new[1:] = (band[1:] != band[:-1]) | (bh[1:] != bh[:-1])
+    del bh
     starts = np.flatnonzero(new)
     sizes = np.diff(np.append(starts, band.size))
     multi = sizes > 1
     i, j = _group_pairs(starts[multi], sizes[multi], cfg.max_group_pairs)
 
     src = _Rows(layout, keys)
-    sig_i = src.signatures(part[i], row[i], cfg.num_perm)
-    sig_j = src.signatures(part[j], row[j], cfg.num_perm)
-    equal = sig_i == sig_j
-    band_equal = equal.reshape(-1, cfg.bands, cfg.rows).all(axis=2)
-    b = band[i]
-    # found by this band (not a 64-bit band-hash collision), and this is the first equal band
-    first = band_equal[np.arange(b.size), b] & (band_equal.argmax(axis=1) == b)
-    i, j, equal = i[first], j[first], equal[first]
-    matches = equal.sum(axis=1).astype(np.int16)
+    kept, matches = [], []
+    for at in range(0, i.size, PAIRS_AT_ONCE):  # the signatures of a chunk of pairs at a time: memory stays flat
+        ci, cj = i[at:at + PAIRS_AT_ONCE], j[at:at + PAIRS_AT_ONCE]
+        equal = src.signatures(part[ci], row[ci], cfg.num_perm) == src.signatures(part[cj], row[cj], cfg.num_perm)
+        band_equal = equal.reshape(-1, cfg.bands, cfg.rows).all(axis=2)
+        b = band[ci]
+        # found by this band (not a 64-bit band-hash collision), and this is the first equal band
+        first = band_equal[np.arange(b.size), b] & (band_equal.argmax(axis=1) == b)
+        kept.append(at + np.flatnonzero(first))
+        matches.append(equal[first].sum(axis=1).astype(np.int16))
+    take = np.concatenate(kept) if kept else np.zeros(0, dtype=np.int64)
+    i, j = i[take], j[take]
+    matches = np.concatenate(matches) if matches else np.zeros(0, dtype=np.int16)
     est = matches / cfg.num_perm
     exact = np.full(i.size, np.nan)
     if cfg.exact_jaccard:

@@ -186,32 +186,50 @@ class Collector:
 
     def __init__(self, cfg: Config, n_buckets: int = 1, run_dir: Any = None) -> None:
         self.cfg, self.n_buckets = cfg, n_buckets
-        self.signatures: dict[int, np.ndarray] = {}  # row -> signature, documents with at least one shingle
-        self.sets: dict[int, np.ndarray] = {}  # row -> shingle hashes (exact_jaccard)
+        # row -> signature, grown by doubling (documents without a shingle keep the empty signature): one
+        # array, not an object per document
+        self.matrix = np.full((1024, cfg.num_perm), np.uint32(0xFFFFFFFF), dtype=np.uint32)
+        self.has = np.zeros(1024, dtype=bool)
+        self.sets: list[np.ndarray] = []  # shingle hashes (exact_jaccard) of rows set_rows, concatenated in blocks
+        self.set_rows: list[int] = []
+        self.set_sizes: list[int] = []
+        self._pending: list[np.ndarray] = []
 
     def signals(self, i: int, text: str, doc: object = None) -> dict:
         sig, shingles = signature(text, self.cfg)
         if shingles.size:
-            self.signatures[i] = sig
-        if self.cfg.exact_jaccard:
-            self.sets[i] = shingles
+            if i >= self.has.size:
+                grow = max(i + 1, 2 * self.has.size) - self.has.size
+                self.matrix = np.concatenate([self.matrix, np.full((grow, self.cfg.num_perm), np.uint32(0xFFFFFFFF),
+                                                                   dtype=np.uint32)])
+                self.has = np.concatenate([self.has, np.zeros(grow, dtype=bool)])
+            self.matrix[i], self.has[i] = sig, True
+        if self.cfg.exact_jaccard and shingles.size:
+            self._pending.append(shingles)
+            self.set_rows.append(i)
+            self.set_sizes.append(shingles.size)
+            if len(self._pending) >= 4096:  # a block of small arrays becomes one array
+                self.sets.append(np.concatenate(self._pending))
+                self._pending = []
         return {"nd_shingles": int(shingles.size)}
 
     def write(self, layout: RunLayout, key: str, signals: pa.Table) -> None:
         n = signals.num_rows
-        matrix = np.full((n, self.cfg.num_perm), np.uint32(0xFFFFFFFF), dtype=np.uint32)
-        has = np.zeros(n, dtype=bool)
-        for i, sig in self.signatures.items():
-            matrix[i], has[i] = sig, True
+        if self.has.size < n:
+            self.matrix = np.concatenate([self.matrix, np.full((n - self.has.size, self.cfg.num_perm),
+                                                               np.uint32(0xFFFFFFFF), dtype=np.uint32)])
+            self.has = np.concatenate([self.has, np.zeros(n - self.has.size, dtype=bool)])
+        matrix, has = self.matrix[:n], self.has[:n]
         content = signals.column("content_hash")
         groups = band_groups(matrix, has, content.fill_null(0).to_numpy(),
                              content.is_valid().to_numpy(zero_copy_only=False),
                              signals.column("doc_id").to_numpy(), self.cfg, self.n_buckets)
-        write_npy(matrix, layout.signatures(key))
-        if self.cfg.exact_jaccard:
-            empty = np.zeros(0, dtype=np.uint32)
-            sets = [self.sets.get(i, empty) for i in range(n)]
+        write_npy(np.ascontiguousarray(matrix), layout.signatures(key))
+        if self.cfg.exact_jaccard:  # rows' sets in row order; a row without shingles has an empty one
             values, offsets = layout.shingles(key)
-            write_npy(np.concatenate(sets) if sets else empty, values)
-            write_npy(np.concatenate([[0], np.cumsum([s.size for s in sets])]).astype(np.int64), offsets)
+            sizes = np.zeros(n, dtype=np.int64)
+            sizes[np.asarray(self.set_rows, dtype=np.int64)] = self.set_sizes
+            blocks = self.sets + self._pending
+            write_npy(np.concatenate(blocks) if blocks else np.zeros(0, dtype=np.uint32), values)
+            write_npy(np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64), offsets)
         write_bands(layout, key, groups)

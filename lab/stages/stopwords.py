@@ -142,6 +142,7 @@ def ranked(lang: str | None, n: int = N_STOP_WORDS) -> tuple[str, ...]:
             out.append(w)
             if len(out) == n:
                 break
+    wordfreq.get_frequency_list.cache_clear()  # its whole list stays cached otherwise: ~10 MB per language
     return tuple(out)
 
 

@@ -65,11 +65,24 @@ def test_missing_text_column_is_a_config_error_before_any_work(tmp_path):
     assert isinstance(r, Reject) and "no column 'text'; columns present: body, key, page" in r.reason
 
 
-def test_non_string_text_column(tmp_path):
+def test_non_string_text_column_is_one_reject_per_row(tmp_path):
     path = tmp_path / "t.parquet"
-    pq.write_table(pa.table({"text": [1, 2]}), path)
-    (r,) = read_all(path, InputConfig(str(path)))[1]
-    assert isinstance(r, Reject) and "has type int64, expected a string column" in r.reason
+    pq.write_table(pa.table({"text": [1, 2, None], "body": ["a", "b", "c"]}), path)
+    out = read_all(path, InputConfig(str(path)))[1]
+    assert [(r.locator, r.raw_bytes) for r in out] == [(0, 8), (1, 8), (2, 0)]
+    assert all(isinstance(r, Reject) for r in out)
+    assert out[1].reason == ("t.parquet row 1: 'text' is a int64 value (2), not a string; set inputs[0].text_field "
+                             "to the column that holds the text (string columns: body)")
+
+
+def test_html_bytes_with_html_true_are_decoded_as_web_pages(tmp_path):
+    page = '<html><head><meta charset="shift_jis"></head><body><p>日本語のページです。</p></body></html>'
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"text": pa.array([page.encode("shift_jis")], pa.binary())}), path)
+    (d,) = read_all(path, InputConfig(str(path), html=True))[1]
+    assert (d.encoding, d.encoding_source, d.decode_errors) == ("cp932", "meta", 0) and "日本語" in d.text
+    (d,) = read_all(path, InputConfig(str(path)))[1]  # without html: true bytes are UTF-8
+    assert d.decode_errors > 0
 
 
 def test_corrupt_parquet_files_are_rejects_not_exceptions(tmp_path):
