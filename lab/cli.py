@@ -676,7 +676,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"corpus-lab: error: {_one_line(str(e))}", file=sys.stderr)
         return exit_code(e)
     except OSError as e:  # unwritable output directory, full disk, vanished input
-        print(f"corpus-lab: error: {e.strerror or e}: {e.filename or ''}".rstrip(": "), file=sys.stderr)
+        import errno
+
+        fix = {errno.EROFS: "; write the run elsewhere (--output-dir) or remount the filesystem read-write",
+               errno.EACCES: "; write the run elsewhere (--output-dir) or give this user write permission",
+               errno.ENOTDIR: "; a file is in the way of a directory the run needs: move it or choose another "
+                              "--output-dir"}.get(e.errno, "")
+        print(f"corpus-lab: error: {e.strerror or e}: {e.filename or ''}".rstrip(": ") + fix, file=sys.stderr)
         return EXIT_DISK_FULL if DiskFullError.is_disk_full(e) else EXIT_BAD_INPUT
 
 

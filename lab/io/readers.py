@@ -376,7 +376,9 @@ def _json_doc(part: Partition, inp: InputConfig, off: int, line: bytes) -> Doc |
     except (ValueError, RecursionError) as e:  # nesting too deep, an integer of thousands of digits
         return Reject(part.source, off, f"{where}: unreadable JSON ({type(e).__name__}: {str(e)[:120]})", size)
     if not isinstance(obj, dict):
-        return Reject(part.source, off, f"{where}: JSON {type(obj).__name__} where an object was expected", size)
+        hint = "; the line is a JSON array: JSONL needs one object per line (`jq -c '.[]'` splits an array)" \
+            if isinstance(obj, list) else ""
+        return Reject(part.source, off, f"{where}: JSON {type(obj).__name__} where an object was expected{hint}", size)
     if inp.text_field not in obj:
         keys = ", ".join(map(repr, list(obj)[:20])) or "none"
         return Reject(part.source, off, f"{where}: no {inp.text_field!r} field; keys present: {keys}. "
