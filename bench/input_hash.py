@@ -25,8 +25,11 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5, help="hash the inputs this many times (the best is kept)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
+    import pyarrow.parquet as pq
+
     m = json.loads((Path(args.run) / "manifest.json").read_text())
-    files = [i["path"] for i in m["inputs"]]
+    listing = pq.read_table(Path(args.run) / "inputs.parquet").to_pylist()  # every file read, with its SHA-256
+    files = [i["path"] for i in listing if i["skipped"] is None]
     size = sum(os.path.getsize(f) for f in files)
     best = float("inf")
     for _ in range(args.repeat):

@@ -58,11 +58,13 @@ class IngestConfig:
     partition_bytes: int = 64 * 2**20  # bytes of input per task at most; larger files are split by byte range or row group
     max_doc_bytes: int = 16 * 2**20  # larger records go to rejects/ instead of the stages
     files_per_partition: int = 4096  # whole files per task at most (of any format; groups average an eighth of it)
+    partition_docs: int = 50_000  # records per task at most where they can be counted before reading (Parquet rows; plain JSONL lines, estimated)
 
     def __post_init__(self) -> None:
         check("partition_bytes", self.partition_bytes, self.partition_bytes >= 4096, ">= 4096 bytes")
         check("max_doc_bytes", self.max_doc_bytes, self.max_doc_bytes >= 1, ">= 1 byte")
         check("files_per_partition", self.files_per_partition, self.files_per_partition >= 1, ">= 1")
+        check("partition_docs", self.partition_docs, self.partition_docs >= 1, ">= 1")
 
 
 # Per-language thresholds: ((stage, ((lang, ((field, value), ...)), ...)), ...), every level sorted.

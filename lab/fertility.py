@@ -539,6 +539,8 @@ def reads(run_dir: str | Path, config: Config, params: dict) -> dict:
     layout = RunLayout(Path(run_dir))
     files = list(dict.fromkeys([*([config.tokenizer.path] if config.tokenizer.kind == "file" else []),
                                 *params.get("tokenizers", ())]))
+    for f in files:  # a bad path is the ConfigError that names it, before anything is hashed
+        tokenize.check_source(f)
     return {"params": params, "config_hash": config.config_hash(),
             "partitions": steps.partitions_digest(layout, steps.annotated_keys(layout)),
             "near_dedup": steps.state_digest(layout.dedup_done), "boilerplate": steps.state_digest(layout.boilerplate_done),

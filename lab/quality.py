@@ -23,7 +23,7 @@ decide as well as the whole text (``bench/quality_model.py`` measures both).
 
 ``inspect`` checks a model cheaply (the config does it before any work): that the path exists and is
 a model, and that ``positive_label`` is one of its classes; ``load`` gives a ``Scorer``, once per
-process while the file is unchanged (path, mtime and size); ``model_sha256`` is the file's (or the
+process while the file is unchanged (path, times and size); ``model_sha256`` is the file's (or the
 directory's files') hash, part of the run's signals hash.
 """
 
@@ -83,7 +83,8 @@ class ModelInfo:
 
 def _stamp(p: Path) -> tuple:
     files = sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]
-    return tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files)
+    # the key of an in-process cache: ctime moves on any write, even one whose mtime was put back
+    return tuple((str(f), f.stat().st_mtime_ns, f.stat().st_ctime_ns, f.stat().st_size) for f in files)
 
 
 def _where(path: str, key: str) -> str:
@@ -211,7 +212,7 @@ def model_sha256(path: str) -> str:
 def _sha256(path: str, stamp: tuple) -> str:
     h = hashlib.sha256()
     root = Path(path)
-    for name, _, _ in stamp:
+    for name, *_ in stamp:
         if root.is_dir():
             h.update(str(Path(name).relative_to(root)).encode() + b"\0")
         with open(name, "rb") as f:

@@ -82,6 +82,7 @@ def test_test_split_partitions_the_kept_documents(tokens_run, tmp_path, corpus_l
     import shutil
 
     from lab import materialize
+    from lab import engine
     from lab.config import Config
     from lab.io.run import RunLayout
     from lab.io.writers import read_json
@@ -91,7 +92,8 @@ def test_test_split_partitions_the_kept_documents(tokens_run, tmp_path, corpus_l
     cfg = Config(**{**tokens_run.__dict__, "output_dir": str(tmp_path), "name": "t",
                     "pack": dataclasses.replace(tokens_run.pack, test_fraction=0.2)})
     layout = RunLayout(copy)
-    out = materialize.run(cfg, layout)
+    # the run again with a test split: the tokenizer is fitted anew (never on test documents), the tokens follow
+    out = {"splits": engine.run(cfg, progress=False, client=engine.INPROCESS)["tokens"]}
     sha = read_json(layout.tokenizer_fit)["sha256"]
     kept, _ = materialize.kept_tokens(cfg, layout, sha)
     seen = {}

@@ -3,9 +3,12 @@
 ``plan`` lists every input's files (``lab.io.listing``: links followed, each file once, what is not read
 named with why) and cuts them into partitions of at most ``ingest.partition_bytes``:
 
-- plain JSONL larger than ``partition_bytes``: byte ranges ``[start, end)``; a range owns the
-  lines whose first byte lies in it, so every line is read exactly once;
-- Parquet larger than ``partition_bytes``: consecutive row groups adding up to about that (compressed);
+- plain JSONL larger than ``partition_bytes`` (or than ``ingest.partition_docs`` lines by its first
+  64 KiB: tiny records): byte ranges ``[start, end)``; a range owns the lines whose first byte lies in
+  it, so every line is read exactly once;
+- Parquet larger than ``partition_bytes`` or of more than ``partition_docs`` rows: rows ``[start, end)``,
+  consecutive row groups adding up to about ``partition_bytes`` (compressed), a row group of more rows
+  than ``partition_docs`` cut inside (a task's memory follows its documents, not only its bytes);
 - every other file, of any format, whole: files in sorted order are packed into groups of at most
   ``partition_bytes`` and ``ingest.files_per_partition`` files. A group ends after a file whose name
   hash falls under a threshold that grows with the file's size (groups average an eighth of either
@@ -32,6 +35,7 @@ from lab.io.listing import (COMPRESSION_SUFFIXES, JSONL_SUFFIXES, PARQUET_SUFFIX
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+JSONL_PROBE = 1 << 16  # bytes at the start of a plain JSONL file that estimate its bytes per line
 GROUPS_PER_CAP = 8  # whole-file groups average an eighth of either cap, so a cap rarely (e^-8) decides a boundary
 
 
@@ -44,7 +48,7 @@ class Partition:
     format: str  # a range: jsonl | parquet; whole files: their format, "mixed" when they differ
     path: str  # a range: the absolute path of the file; whole files: the input root directory
     source: str  # a range: the file's path relative to the input root; whole files: their common directory
-    start: int = 0  # jsonl: byte offset; parquet: first row group
+    start: int = 0  # jsonl: byte offset; parquet: first row
     end: int = -1  # exclusive; -1 = to the end
     files: tuple[str, ...] = ()  # whole files: their paths relative to ``path``, read in this order
     size: int = 0  # bytes of input this partition covers (for progress and planning)
@@ -167,21 +171,37 @@ def _check_text_field(i: int, inp: InputConfig, root: str, rel: str) -> None:
 
 def _ranges(root: str, rel: str, size: int, fmt: str, ingest: IngestConfig) -> list[dict] | None:
     """Partition fields (without index/input_index) of the ranges a large file is cut into; None for a file
-    read whole (small, compressed, a single row group, not Parquet or JSONL, or an unreadable footer)."""
-    if size <= ingest.partition_bytes or fmt not in ("jsonl", "parquet"):
+    read whole (small, compressed, not Parquet or JSONL, or an unreadable footer)."""
+    if fmt not in ("jsonl", "parquet"):
         return None
     full = os.path.join(root, rel)
     base = dict(format=fmt, path=full, source=rel)
-    if fmt == "jsonl":
-        if compression_of(full) != "none":
-            return None
-        pb = ingest.partition_bytes
-        return [dict(base, start=start, end=-1 if start + pb >= size else start + pb, size=min(pb, size - start))
-                for start in range(0, size, pb)]
-    return _parquet_ranges(full, size, base, ingest.partition_bytes)
+    if fmt == "parquet":
+        return _parquet_ranges(full, size, base, ingest)
+    step = _jsonl_step(full, size, ingest)
+    if step is None or size <= step:
+        return None
+    return [dict(base, start=start, end=-1 if start + step >= size else start + step, size=min(step, size - start))
+            for start in range(0, size, step)]
 
 
-def _parquet_ranges(full: str, size: int, base: dict, partition_bytes: int) -> list[dict] | None:
+def _jsonl_step(full: str, size: int, ingest: IngestConfig) -> int | None:
+    """Bytes per range of a plain JSONL file: ``partition_bytes``, or fewer when its first 64 KiB say that many
+    bytes hold more than ``partition_docs`` lines (tiny records); None for a compressed file (read whole)."""
+    if size <= min(ingest.partition_bytes, ingest.partition_docs * 16):  # too small to matter either way
+        return ingest.partition_bytes
+    with open(full, "rb") as f:
+        head = f.read(JSONL_PROBE)
+    if codec_of(head[:4]) != "none":
+        return None
+    lines = head.count(b"\n")
+    per_line = len(head) / lines if lines else size
+    return int(min(ingest.partition_bytes, max(4096, ingest.partition_docs * per_line)))
+
+
+def _parquet_ranges(full: str, size: int, base: dict, ingest: IngestConfig) -> list[dict] | None:
+    """Rows ``[start, end)`` of at most ``partition_docs`` rows and about ``partition_bytes`` (compressed), cut
+    at row-group boundaries for bytes and inside a row group for rows; None for a file read whole."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -189,22 +209,31 @@ def _parquet_ranges(full: str, size: int, base: dict, partition_bytes: int) -> l
         meta = pq.ParquetFile(full).metadata
     except (pa.ArrowException, OSError):
         return None  # unreadable: read whole, its reader reports it as one reject
-    rg_sizes = [sum(meta.row_group(g).column(c).total_compressed_size for c in range(meta.num_columns))
-                for g in range(meta.num_row_groups)]
-    groups, start, acc = [], 0, 0
-    for g, s in enumerate(rg_sizes):
-        acc += s
-        if acc >= partition_bytes and g + 1 < len(rg_sizes):
-            groups.append((start, g + 1, acc))
-            start, acc = g + 1, 0
-    if not groups:
+    cuts, acc_bytes, acc_rows, row = [0], 0, 0, 0  # the first row of each range
+    for g in range(meta.num_row_groups):
+        rg = meta.row_group(g)
+        n, nbytes = rg.num_rows, sum(rg.column(c).total_compressed_size for c in range(meta.num_columns))
+        at = row
+        while acc_rows + (row + n - at) > ingest.partition_docs:  # a cut inside the row group
+            at += ingest.partition_docs - acc_rows
+            cuts.append(at)
+            acc_rows, acc_bytes = 0, 0
+        acc_rows += row + n - at
+        acc_bytes += nbytes
+        row += n
+        if acc_bytes >= ingest.partition_bytes and g + 1 < meta.num_row_groups:
+            cuts.append(row)
+            acc_rows, acc_bytes = 0, 0
+    cuts = sorted(set(c for c in cuts if c < row))
+    if len(cuts) <= 1:
         return None
-    groups.append((start, -1, 0))
+    bounds = cuts + [row]
     out, covered = [], 0
-    for s, e, n in groups:
-        n = n if e != -1 else size - covered  # the last one also carries the footer
+    for k in range(len(cuts)):
+        last = k == len(cuts) - 1
+        n = size - covered if last else size * (bounds[k + 1] - bounds[k]) // max(row, 1)  # bytes, by rows
         covered += n
-        out.append(dict(base, start=s, end=e, size=n))
+        out.append(dict(base, start=bounds[k], end=-1 if last else bounds[k + 1], size=n))
     return out
 
 

@@ -403,7 +403,8 @@ def _json_doc(part: Partition, inp: InputConfig, off: int, line: bytes) -> Doc |
 
 
 def read_parquet(part: Partition, inp: InputConfig, ingest: IngestConfig) -> Iterator[Doc | Reject]:
-    """One document per row of row groups ``[start, end)``; locator = row index in the file."""
+    """One document per row of rows ``[start, end)`` (-1: to the end), read 1,024 at a time from the row groups
+    that hold them; locator = row index in the file."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -412,12 +413,12 @@ def read_parquet(part: Partition, inp: InputConfig, ingest: IngestConfig) -> Ite
         pf = pq.ParquetFile(part.path)
         meta = pf.metadata
         names = pf.schema_arrow.names
-        row = sum(meta.row_group(g).num_rows for g in range(part.start))  # first row of the partition
     except (pa.ArrowException, OSError) as e:
         yield Reject(part.source, 0, f"{part.source}: not a readable Parquet file ({e}); {fix}", part.size)
         return
+    start, end = part.start, meta.num_rows if part.end == -1 else part.end
     if inp.text_field not in names:
-        yield Reject(part.source, row, f"{part.source}: no column {inp.text_field!r}; columns present: "
+        yield Reject(part.source, start, f"{part.source}: no column {inp.text_field!r}; columns present: "
                      f"{', '.join(names)}. Set inputs[{part.input_index}].text_field to the text column",
                      part.size)
         return
@@ -426,31 +427,63 @@ def read_parquet(part: Partition, inp: InputConfig, ingest: IngestConfig) -> Ite
         text_type = text_type.value_type
     binary = pa.types.is_binary(text_type) or pa.types.is_large_binary(text_type)
     if not (binary or pa.types.is_string(text_type) or pa.types.is_large_string(text_type)):
-        yield from _wrong_type_rows(part, inp, pf, text_type, row, names)
+        for row, batch in _row_batches(pf, [inp.text_field], start, end):
+            yield from _wrong_type_rows(part, inp, pf, text_type, row, batch.column(0))
         return
     # bytes of unknown charset: an HTML page is decoded as a browser would (its <meta>, detection); strings are UTF-8
     web = binary and inp.html
-    columns = [c for c in (inp.text_field, inp.id_field, inp.url_field) if c in names]
-    columns = list(dict.fromkeys(columns))
-    end = meta.num_row_groups if part.end == -1 else part.end
-    for g in range(part.start, end):
-        first = row
-        try:
-            for batch in pf.iter_batches(batch_size=1024, row_groups=[g], columns=columns, use_threads=False):
-                col = batch.column(inp.text_field)
-                if pa.types.is_dictionary(col.type):
-                    col = col.dictionary_decode()
-                texts = col.cast(pa.large_binary()).to_pylist()  # bytes: malformed UTF-8 is counted, not fatal
-                ids = _strings(batch, inp.id_field)
-                urls = _strings(batch, inp.url_field)
-                for k, raw in enumerate(texts):
-                    yield _row_doc(part, inp, ingest, row + k, raw, ids[k], urls[k], web)
-                row += len(texts)
-        except (pa.ArrowException, OSError) as e:
-            left = sum(_rg_bytes(meta, h) for h in range(g, end))
-            yield Reject(part.source, first, f"{part.source}: row group {g} (rows from {first}) cannot be read "
-                         f"({e}); rows {first}.. of this partition are skipped. {fix}", left)
-            return
+    columns = list(dict.fromkeys(c for c in (inp.text_field, inp.id_field, inp.url_field) if c in names))
+    try:
+        for row, batch in _row_batches(pf, columns, start, end):
+            col = batch.column(inp.text_field)
+            if pa.types.is_dictionary(col.type):
+                col = col.dictionary_decode()
+            texts = col.cast(pa.large_binary()).to_pylist()  # bytes: malformed UTF-8 is counted, not fatal
+            ids = _strings(batch, inp.id_field)
+            urls = _strings(batch, inp.url_field)
+            for k, raw in enumerate(texts):
+                yield _row_doc(part, inp, ingest, row + k, raw, ids[k], urls[k], web)
+    except _BadGroup as e:
+        g, first = e.args
+        left = sum(_rg_bytes(meta, h) for h in range(g, meta.num_row_groups) if _group_rows(meta, h)[0] < end)
+        yield Reject(part.source, first, f"{part.source}: row group {g} (rows from {first}) cannot be read "
+                     f"({e.__cause__}); rows {first}.. of this partition are skipped. {fix}", left)
+
+
+class _BadGroup(Exception):
+    """A row group that cannot be read: (its index, the first row of the partition it holds)."""
+
+
+def _group_rows(meta, g: int) -> tuple[int, int]:
+    """[first, end) rows of row group ``g`` in the file."""
+    first = sum(meta.row_group(h).num_rows for h in range(g))
+    return first, first + meta.row_group(g).num_rows
+
+
+def _row_batches(pf, columns: list[str], start: int, end: int) -> Iterator[tuple[int, object]]:
+    """(first row, batch) of rows ``[start, end)``: the row groups holding them, 1,024 rows at a time, sliced to
+    the range (a partition may begin or end inside a row group)."""
+    import pyarrow as pa
+
+    meta, first = pf.metadata, 0
+    for g in range(meta.num_row_groups):
+        n = meta.row_group(g).num_rows
+        lo, hi = max(start, first), min(end, first + n)
+        if lo < hi:
+            row = first
+            try:
+                for batch in pf.iter_batches(batch_size=1024, row_groups=[g], columns=columns, use_threads=False):
+                    a, b = max(lo - row, 0), min(hi - row, batch.num_rows)
+                    if a < b:
+                        yield row + a, batch.slice(a, b - a)
+                    row += batch.num_rows
+                    if row >= hi:
+                        break
+            except (pa.ArrowException, OSError) as e:
+                raise _BadGroup(g, max(row, lo)) from e
+        first += n
+        if first >= end:
+            break
 
 
 def _rg_bytes(meta, g: int) -> int:
@@ -481,25 +514,19 @@ def _row_doc(part: Partition, inp: InputConfig, ingest: IngestConfig, row: int, 
                decode_errors=bad, is_html=inp.html)
 
 
-def _wrong_type_rows(part: Partition, inp: InputConfig, pf, text_type, row: int,
-                     names: list[str]) -> Iterator[Reject]:
+def _wrong_type_rows(part: Partition, inp: InputConfig, pf, text_type, row: int, col) -> Iterator[Reject]:
     """One Reject per row of a text column that holds no text (numbers, lists, ...), each naming the row, the
-    value and the fix; read in batches like text rows."""
+    value and the fix."""
     import pyarrow as pa
 
     strings = [f.name for f in pf.schema_arrow if pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
                or (pa.types.is_dictionary(f.type) and pa.types.is_string(f.type.value_type))]
     fix = (f"set inputs[{part.input_index}].text_field to the column that holds the text"
            + (f" (string columns: {', '.join(strings)})" if strings else " (the file has no string column)"))
-    end = pf.metadata.num_row_groups if part.end == -1 else part.end
-    for batch in pf.iter_batches(batch_size=1024, row_groups=list(range(part.start, end)),
-                                 columns=[inp.text_field], use_threads=False):
-        col = batch.column(0)
-        sizes = _value_sizes(col)
-        for k, v in enumerate(col.to_pylist()):
-            yield Reject(part.source, row + k, f"{part.source} row {row + k}: {inp.text_field!r} is a {text_type} "
-                         f"value ({str(v)[:40]}), not a string; {fix}", sizes[k])
-        row += batch.num_rows
+    sizes = _value_sizes(col)
+    for k, v in enumerate(col.to_pylist()):
+        yield Reject(part.source, row + k, f"{part.source} row {row + k}: {inp.text_field!r} is a {text_type} "
+                     f"value ({str(v)[:40]}), not a string; {fix}", sizes[k])
 
 
 def _value_sizes(col) -> list[int]:

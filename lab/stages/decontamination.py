@@ -116,8 +116,8 @@ def _stamp(cfg: Config) -> tuple:
     out = []
     for s in cfg.eval_sets:
         for path in sorted({f for part in _files(s) for f in files_of(part)}):
-            st = Path(path).stat()
-            out.append((s.name, s.format, s.text_field, path, st.st_mtime_ns, st.st_size))
+            st = Path(path).stat()  # only the key of the in-process cache below: any write moves ctime
+            out.append((s.name, s.format, s.text_field, path, st.st_mtime_ns, st.st_size, st.st_ctime_ns, st.st_ino))
     return (cfg.ngram, tuple(out))
 
 

@@ -90,7 +90,8 @@ class Blocklist:
 
 def _stamp(path: Path) -> tuple:
     files = sorted(path.rglob("*")) if path.is_dir() else [path]
-    return tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files if f.is_file())
+    # the key of an in-process cache: ctime moves on any write, even one whose mtime was put back
+    return tuple((str(f), f.stat().st_mtime_ns, f.stat().st_ctime_ns, f.stat().st_size) for f in files if f.is_file())
 
 
 def blocklist(path: str) -> Blocklist:

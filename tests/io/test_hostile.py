@@ -235,9 +235,10 @@ def test_parquet_rows_are_read_in_bounded_batches(tmp_path):
         path = tmp_path / f"{rows}.parquet"
         pq.write_table(pa.table({"text": [f"tiny text {i}" for i in range(rows)]}), path, row_group_size=rows)
         inp = InputConfig(str(path))
-        (part,) = plan([inp], IngestConfig())
+        parts = plan([inp], IngestConfig())  # a task holds at most ingest.partition_docs rows, even in one group
+        assert [(p.start, p.end) for p in parts] == ([(0, -1)] if rows == 20_000 else [(0, 50_000), (50_000, -1)])
         tracemalloc.start()
-        n = sum(1 for _ in read(part, inp, IngestConfig()))
+        n = sum(1 for p in parts for _ in read(p, inp, IngestConfig()))
         peaks[rows] = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
         assert n == rows

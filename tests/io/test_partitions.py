@@ -193,3 +193,14 @@ def test_recursive_glob_lists_each_file_once(tree):
     parts = plan([InputConfig(str(tree / "**"))], IngestConfig())
     assert len(parts) == 1
     assert parts[-1].files == ("README", "a.jsonl", "c.parquet", "d.warc", "notes.md", "sub/b.jsonl.gz", "sub/e.txt")
+
+
+def test_plain_jsonl_of_tiny_records_is_cut_by_their_estimated_count(tmp_path):
+    lines = b"".join(b'{"text": "t %06d"}\n' % i for i in range(100_000))  # 21 bytes a line, 2.1 MB
+    (tmp_path / "tiny.jsonl").write_bytes(lines)
+    (tmp_path / "tiny.jsonl.gz").write_bytes(gzip.compress(lines))
+    parts = plan([InputConfig(str(tmp_path / "tiny.jsonl"))], IngestConfig(partition_docs=30_000))
+    assert len(parts) == 4 and all(p.size <= 30_000 * 21 + 200 for p in parts)  # a task holds ~30,000 records, not 100,000
+    assert sum(p.size for p in parts) == len(lines)
+    (gz,) = plan([InputConfig(str(tmp_path / "tiny.jsonl.gz"))], IngestConfig(partition_docs=30_000))
+    assert gz.files == ("tiny.jsonl.gz",)  # a compressed stream cannot be entered in the middle: read whole

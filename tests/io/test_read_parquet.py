@@ -142,3 +142,15 @@ def test_dictionary_encoded_text_column(tmp_path):
     pq.write_table(pa.table({"text": col}), path)
     out = read_all(path, InputConfig(str(path)))[1]
     assert [d.text for d in out] == ["a", "b", "a"]
+
+
+def test_a_row_group_of_more_rows_than_partition_docs_is_cut_inside(tmp_path):
+    path = tmp_path / "t.parquet"
+    pq.write_table(pa.table({"text": [f"row {i}" for i in range(230)]}), path, row_group_size=100)  # 100, 100, 30
+    inp = InputConfig(str(path))
+    ingest = IngestConfig(partition_docs=60)
+    parts = plan([inp], ingest)
+    assert [(p.start, p.end) for p in parts] == [(0, 60), (60, 120), (120, 180), (180, -1)]
+    assert sum(p.size for p in parts) == os.path.getsize(path)
+    out = [o for p in parts for o in read(p, inp, ingest)]
+    assert [(d.locator, d.text) for d in out] == [(i, f"row {i}") for i in range(230)]  # each row once, in order
