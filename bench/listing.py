@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import re
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gnu_time import gnu_time  # noqa: E402
 
 DRIVER = """
 import sys, time
@@ -53,15 +53,11 @@ def main() -> None:
     started = time.time()
     make(root / "in", args.files)
     made = time.time() - started
-    r = subprocess.run(["/usr/bin/time", "-v", sys.executable, "-c", DRIVER, str(root / "in"), str(root / "runs")],
-                       capture_output=True, text=True)
+    r, wall, rss = gnu_time([sys.executable, "-c", DRIVER, str(root / "in"), str(root / "runs")])
     if r.returncode != 0:
         raise SystemExit(r.stderr[-3000:])
-    wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (\S+)", r.stderr).group(1)
-    out = {"files": args.files, "make_s": round(made, 1), "driver": r.stdout.strip(),
-           "wall_s": round(sum(float(x) * 60 ** i for i, x in enumerate(reversed(wall.split(":")))), 1),
-           "max_rss_mb": round(int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", r.stderr).group(1))
-                               / 1024, 1)}
+    out = {"files": args.files, "make_s": round(made, 1), "driver": r.stdout.strip(), "wall_s": wall,
+           "max_rss_mb": rss}
     print(out)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")

@@ -14,13 +14,15 @@ import glob
 import json
 import os
 import random
-import re
 import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gnu_time import gnu_time  # noqa: E402
 
 CLI = [sys.executable, "-m", "lab.cli"]
 WORDS = "data corpus record file small token model train word text the of and a to in".split()
@@ -39,15 +41,12 @@ def make(root: Path, files: int) -> None:
 
 
 def timed(cmd: list[str]) -> dict:
-    """Wall seconds and maximum RSS of a command, from GNU time."""
-    r = subprocess.run(["/usr/bin/time", "-v", *cmd], capture_output=True, text=True)
+    """Wall seconds and maximum RSS of a run, from GNU time, and its summary line."""
+    r, wall, rss = gnu_time(cmd)
     if r.returncode != 0:
         raise SystemExit(r.stderr[-2000:])
-    wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (\S+)", r.stderr).group(1)
-    seconds = sum(float(x) * 60 ** i for i, x in enumerate(reversed(wall.split(":"))))
-    rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", r.stderr).group(1))
     line = next(x for x in r.stdout.splitlines() if x.startswith("run "))
-    return {"wall_s": round(seconds, 2), "max_rss_mb": round(rss / 1024, 1), "summary": line}
+    return {"wall_s": wall, "max_rss_mb": rss, "summary": line}
 
 
 def interrupt(cmd: list[str], stats: Path) -> dict:

@@ -11,12 +11,13 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import re
 import shutil
 import string
-import subprocess
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gnu_time import gnu_time  # noqa: E402
 
 
 def texts(kind: str, rows: int) -> list[str]:
@@ -46,15 +47,11 @@ def main() -> None:
         pq.write_table(pa.table({"text": texts(kind, args.rows)}), src / "tiny.parquet", row_group_size=args.rows)
         cfg = root / f"{kind}.yaml"
         cfg.write_text(f"name: {kind}\noutput_dir: {root / 'runs'}\ninputs: [{{path: {src}}}]\n")
-        r = subprocess.run(["/usr/bin/time", "-v", sys.executable, "-m", "lab.cli", "run", "--config", str(cfg),
-                            "--no-progress", "--in-process"], capture_output=True, text=True)
+        r, wall, rss = gnu_time([sys.executable, "-m", "lab.cli", "run", "--config", str(cfg), "--no-progress",
+                                 "--in-process"])
         if r.returncode:
             raise SystemExit(r.stderr[-2000:])
-        wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): (\S+)", r.stderr).group(1)
-        out[kind] = {"parquet_bytes": (src / "tiny.parquet").stat().st_size,
-                     "wall_s": round(sum(float(x) * 60 ** i for i, x in enumerate(reversed(wall.split(":")))), 1),
-                     "max_rss_mb": round(int(re.search(r"Maximum resident set size \(kbytes\): (\d+)",
-                                                       r.stderr).group(1)) / 1024, 1),
+        out[kind] = {"parquet_bytes": (src / "tiny.parquet").stat().st_size, "wall_s": wall, "max_rss_mb": rss,
                      "summary": next(x for x in r.stdout.splitlines() if x.startswith("run "))}
         print(kind, out[kind], flush=True)
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")

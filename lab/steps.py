@@ -39,8 +39,8 @@ from lab.io.labels import clear_run
 from lab.io.listing import Listing, list_inputs
 from lab.io.partitions import Partition, fingerprint, plan
 from lab.io.run import RunLayout
-from lab.io.schema import REJECTS_SCHEMA
-from lab.io.writers import read_marker, write_json, write_parquet, write_text
+from lab.io.schema import INPUTS_SCHEMA, REJECTS_SCHEMA
+from lab.io.writers import ParquetStream, read_marker, write_json, write_parquet, write_text
 from lab.manifest import merge_stats
 from lab.stages import STAGES
 
@@ -145,11 +145,6 @@ def fingerprints(layout: RunLayout, parts: list[Partition], listing: Listing) ->
     """Each partition's input fingerprint (``lab.io.partitions.fingerprint``: its files' SHA-256, read once
     per run), and ``inputs.parquet``: every file found under the inputs, read (size, SHA-256, partition)
     or skipped (why), written as it is hashed so that the driver holds no list of a million files."""
-    import pyarrow as pa
-
-    from lab.io.schema import INPUTS_SCHEMA
-    from lab.io.writers import ParquetStream
-
     hashes: dict[str, tuple[int, str]] = {}
     fps: dict[str, dict] = {}
     seen: set[str] = set()  # files cut into ranges: listed once
@@ -167,7 +162,6 @@ def fingerprints(layout: RunLayout, parts: list[Partition], listing: Listing) ->
         for s in listing.skipped:
             out.add({"input": s["input"], "source": None, "path": s["path"], "bytes": None, "sha256": None,
                      "partition": None, "skipped": s["reason"]})
-    del pa
     return fps
 
 

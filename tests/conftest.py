@@ -128,6 +128,28 @@ def local_cluster(tmp_path_factory):
         yield client
 
 
+@pytest.fixture(scope="session")
+def mount_namespace():
+    """How to run a command in a private mount namespace where it may mount a tmpfs (a full disk, a read-only
+    filesystem): as root ``unshare --mount``, otherwise a user namespace mapping this user to root; None if
+    neither works here."""
+    import shutil
+    import subprocess
+
+    if not shutil.which("unshare"):
+        return None
+    probe = "d=$(mktemp -d) && mount -t tmpfs -o size=1m tmpfs $d && umount $d && rmdir $d"
+    for prefix in (["unshare", "--mount"], ["unshare", "--user", "--map-root-user", "--mount"]):
+        if prefix == ["unshare", "--mount"] and os.geteuid() != 0:
+            continue
+        try:
+            if subprocess.run([*prefix, "sh", "-c", probe], capture_output=True, timeout=60, check=False).returncode == 0:
+                return prefix
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    return None
+
+
 # --- several test processes (pytest -n N --dist loadfile, pyproject's addopts) ------------------------
 # Each test file is one unit of work, so its module fixtures (a dashboard server, a cluster run) are
 # built once; the longest files are handed out first, so that the processes finish together.

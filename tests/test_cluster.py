@@ -368,23 +368,6 @@ def test_partition_failing_every_attempt_is_retried_then_quarantined(corpus, ref
 # --- a full disk -----------------------------------------------------------------------------------
 
 
-def _mount_namespace() -> list[str] | None:
-    """How to run a command in a private mount namespace where it may mount a tmpfs: as root
-    ``unshare --mount``, otherwise a user namespace mapping this user to root; None if neither works."""
-    if not shutil.which("unshare"):
-        return None
-    probe = "d=$(mktemp -d) && mount -t tmpfs -o size=1m tmpfs $d && umount $d && rmdir $d"
-    for prefix in (["unshare", "--mount"], ["unshare", "--user", "--map-root-user", "--mount"]):
-        if prefix == ["unshare", "--mount"] and os.geteuid() != 0:
-            continue
-        try:
-            if subprocess.run([*prefix, "sh", "-c", probe], capture_output=True, timeout=60, check=False).returncode == 0:
-                return prefix
-        except (OSError, subprocess.TimeoutExpired):
-            pass
-    return None
-
-
 def _annotate_bytes(run: Path) -> int:
     """What the annotate step's files (every partition's) take on a tmpfs: whole 4 KiB pages."""
     lay = RunLayout(run)
@@ -392,8 +375,8 @@ def _annotate_bytes(run: Path) -> int:
     return sum(-(-f.stat().st_size // 4096) * 4096 for k in keys for f in lay.partition_files(k) if f.exists())
 
 
-def test_full_disk_is_a_clear_error_and_the_rerun_resumes(corpus, reference, tmp_path):
-    ns = _mount_namespace()
+def test_full_disk_is_a_clear_error_and_the_rerun_resumes(corpus, reference, tmp_path, mount_namespace):
+    ns = mount_namespace
     if ns is None:
         pytest.skip("cannot mount a size-limited tmpfs here (no unshare, or neither root nor user namespaces)")
     disk = tmp_path / "disk"

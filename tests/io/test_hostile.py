@@ -273,7 +273,7 @@ def test_an_edit_that_keeps_size_and_time_is_found_and_the_tokens_follow(tmp_pat
                                               "materialize reused" in r.stdout
 
 
-def test_a_read_only_output_is_one_line(tmp_path):
+def test_a_read_only_output_is_one_line(tmp_path, mount_namespace):
     (tmp_path / "a.jsonl").write_bytes(jsonl(english(2)))
     out = tmp_path / "ro"
     out.mkdir()
@@ -281,7 +281,7 @@ def test_a_read_only_output_is_one_line(tmp_path):
     (tmp_path / "ro.yaml").write_text(cfg.replace(f"{tmp_path}/runs", str(out)))
     cmd = " ".join([*CLI, "run", "--config", str(tmp_path / "ro.yaml"), "--no-progress"])
     if os.geteuid() == 0:  # root writes through permissions: a read-only filesystem instead
-        ns = _mount_namespace()
+        ns = mount_namespace
         if ns is None:
             pytest.skip("root, and no mount namespace for a read-only filesystem")
         script = f"mount -t tmpfs tmpfs {out} && mount -o remount,ro {out} && {cmd}"
@@ -366,23 +366,8 @@ def test_ctrl_c_in_process_is_one_line_and_exit_130(tmp_path):
     assert [x for x in err.splitlines() if x.strip()][-1].startswith("corpus-lab: interrupted")
 
 
-def _mount_namespace() -> list[str] | None:
-    """A private mount namespace where the test may mount a small tmpfs (root, or a user namespace)."""
-    import shutil
-
-    if not shutil.which("unshare"):
-        return None
-    probe = "d=$(mktemp -d) && mount -t tmpfs -o size=1m tmpfs $d && umount $d && rmdir $d"
-    for prefix in (["unshare", "--mount"], ["unshare", "--user", "--map-root-user", "--mount"]):
-        if prefix == ["unshare", "--mount"] and os.geteuid() != 0:
-            continue
-        if subprocess.run([*prefix, "sh", "-c", probe], capture_output=True).returncode == 0:
-            return prefix
-    return None
-
-
-def test_a_full_disk_exits_5_in_one_line_and_the_rerun_gives_the_same_bytes(tmp_path, corpus_lab):
-    ns = _mount_namespace()
+def test_a_full_disk_exits_5_in_one_line_and_the_rerun_gives_the_same_bytes(tmp_path, corpus_lab, mount_namespace):
+    ns = mount_namespace
     if ns is None:
         pytest.skip("cannot mount a size-limited tmpfs here (no unshare, or neither root nor user namespaces)")
     cfg = _many_partitions(tmp_path, "full")

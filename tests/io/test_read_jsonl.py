@@ -13,7 +13,7 @@ import zstandard
 from lab.config import IngestConfig, InputConfig
 from lab.doc import Doc, doc_id
 from lab.io.partitions import Partition, plan
-from lab.io.readers import Reject, read, read_jsonl
+from lab.io.readers import Reject, read
 
 
 def make_lines(n: int) -> list[bytes]:
