@@ -59,6 +59,20 @@ class Listing:
         return f"{len(self.skipped)} entries under the inputs not read: {what}"
 
 
+def text_name(name: str) -> str:
+    """A file name as text that any writer takes: bytes that are not UTF-8 (kept by the OS as surrogate escapes)
+    become ``\\xNN``, so the name stays readable and distinct.
+
+    >>> text_name("caf\udce9.txt"), text_name("café.txt")
+    ('caf\\xe9.txt', 'café.txt')
+    """
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def format_of(name: str) -> str | None:
     """The format a file name implies, or None when the extension says nothing.
 
@@ -174,13 +188,13 @@ def _take(i: int, inp: InputConfig, root: str, rel: str, st: os.stat_result | No
     """Add one walked entry to ``found`` or to ``out.skipped``."""
     full = os.path.join(root, rel)
     if st is None:
-        out.skipped.append({"input": i, "path": full, "reason": why})
+        out.skipped.append({"input": i, "path": text_name(full), "reason": why})
         return
     if fmt is None:  # named by a glob itself: an explicit format applies as is
         fmt = (inp.format if inp.format != "auto" else format_of(rel) or "text") if named \
             else _dir_format(inp.format, rel)
     if fmt is None:
-        out.skipped.append({"input": i, "path": full, "reason": f"not a {inp.format} file (inputs[{i}].format="
+        out.skipped.append({"input": i, "path": text_name(full), "reason": f"not a {inp.format} file (inputs[{i}].format="
                                                                   f"{inp.format}; its files end in "
                                                                   f"{', '.join(_suffixes(inp.format))})"})
         return
@@ -188,8 +202,8 @@ def _take(i: int, inp: InputConfig, root: str, rel: str, st: os.stat_result | No
     first = out._seen.get(ident)
     if first is not None:
         j, src = first
-        out.skipped.append({"input": i, "path": full,
-                            "reason": f"duplicate of inputs[{j}] {src} (the same file, read once)"})
+        out.skipped.append({"input": i, "path": text_name(full),
+                            "reason": f"duplicate of inputs[{j}] {text_name(src)} (the same file, read once)"})
         return
     out._seen[ident] = (i, rel)
     found.append((rel, st.st_size, fmt))

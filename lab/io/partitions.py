@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from lab.config import IngestConfig, InputConfig
 from lab.errors import ConfigError
 from lab.io.listing import (COMPRESSION_SUFFIXES, JSONL_SUFFIXES, PARQUET_SUFFIXES, TEXT_SUFFIXES,  # noqa: F401
-                            WARC_SUFFIXES, Listing, format_of, list_inputs)
+                            WARC_SUFFIXES, Listing, format_of, list_inputs, text_name)
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -150,7 +150,8 @@ def _group(index: int, i: int, root: str, group: list[tuple[str, int, str]]) -> 
     fmt = formats.pop() if len(formats) == 1 else "mixed"
     rels = tuple(rel for rel, _, _ in group)
     common = "/".join(os.path.commonprefix([r.split("/")[:-1] for r in rels])) or "."
-    return Partition(index=index, input_index=i, format=fmt, path=root, source=rels[0] if len(rels) == 1 else common,
+    return Partition(index=index, input_index=i, format=fmt, path=root,
+                     source=text_name(rels[0] if len(rels) == 1 else common),
                      files=rels, size=sum(s for _, s, _ in group),
                      formats=tuple(f for _, _, f in group) if fmt == "mixed" else ())
 
@@ -175,7 +176,7 @@ def _ranges(root: str, rel: str, size: int, fmt: str, ingest: IngestConfig) -> l
     if fmt not in ("jsonl", "parquet"):
         return None
     full = os.path.join(root, rel)
-    base = dict(format=fmt, path=full, source=rel)
+    base = dict(format=fmt, path=full, source=text_name(rel))
     if fmt == "parquet":
         return _parquet_ranges(full, size, base, ingest)
     step = _jsonl_step(full, size, ingest)
@@ -275,6 +276,6 @@ def fingerprint(part: Partition, hashes: dict[str, tuple[int, str]] | None = Non
         total += size
         digest.update(f"{name}\0{size}\0{sha}\n".encode("utf-8", "surrogateescape"))
         if on_file is not None:
-            on_file(name, full, size, sha)
+            on_file(text_name(name), text_name(full), size, sha)
     return {"format": part.format, "source": part.source, "start": part.start, "end": part.end,
             "files": len(names), "bytes": total, "sha256": digest.hexdigest()}

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from lab.config import IngestConfig, InputConfig
 from lab.doc import Doc
 from lab.io.decoding import UTF8_BOM, bom, decode_file, decode_utf8, decode_web
+from lab.io.listing import text_name
 from lab.io.partitions import Partition, codec_of
 
 VERSION = 3  # bump when the readers make other documents of the same bytes (decoding, BOMs): a rerun reads again
@@ -83,10 +84,12 @@ def _whole_files(part: Partition, inp: InputConfig, ingest: IngestConfig) -> Ite
             with open(full, "rb"):
                 pass
         except (FileNotFoundError, PermissionError, IsADirectoryError) as e:
+            rel = text_name(rel)
             yield Reject(rel, 0, f"{rel}: cannot be read ({e.strerror or e}); it was removed or its permissions "
                          "changed since the run listed it: restore it, or rerun to list the inputs again", 0)
             continue
-        yield from READERS[fmt](Partition(part.index, part.input_index, fmt, full, rel, size=size), inp, ingest)
+        yield from READERS[fmt](Partition(part.index, part.input_index, fmt, full, text_name(rel), size=size), inp,
+                                ingest)
 
 
 def signal_params() -> dict:

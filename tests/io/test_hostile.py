@@ -109,6 +109,8 @@ def hostile(tmp_path_factory):
     put("big-line.jsonl", big + jsonl(texts[:1]), 1, 1)
     pq.write_table(pa.table({"text": list(range(7))}), src / "wrong-type.parquet")  # a text column of int64
     expect["wrong-type.parquet"] = (0, 7, 7 * 8)
+    put(os.fsdecode(b"caf\xe9-latin1-name.jsonl"), jsonl(texts[:1]), 1, 0)  # a file name that is not UTF-8
+    expect["caf\\xe9-latin1-name.jsonl"] = expect.pop(os.fsdecode(b"caf\xe9-latin1-name.jsonl"))  # named so
     put("pages/sjis.html", SJIS_PAGE.encode("shift_jis"), 1, 0)
     put("pages/latin1.html", LATIN1_PAGE.encode("latin-1"), 1, 0)
     # a directory linked into the input (its 2 records must be read), a loop, a hidden file, a hard link
