@@ -33,7 +33,7 @@ from lab.neardup.signature import band_hashes
 if TYPE_CHECKING:
     from lab.stages.near_dedup import Config
 
-PAIRS_AT_ONCE = 1 << 16  # candidate pairs whose signatures are compared together (~60 MB at 112 permutations)
+PAIRS_AT_ONCE = 1 << 14  # candidate pairs whose signatures are compared together (~15 MB at 112 permutations)
 EXACT = 255  # the shuffle's pseudo-band of exact duplicates: band_hash = content hash
 BAND_SCHEMA = pa.schema([("band", pa.uint8()), ("band_hash", pa.uint64()), ("node", pa.int64()),
                          ("doc_id", pa.int64()), ("row", pa.int32())])
@@ -207,7 +207,6 @@ def reduce_bucket(run_dir: str | Path, bucket: int, keys: Sequence[str], cfg: Co
             cols["part"].append(np.full(t.num_rows, n, dtype=np.int32))
     band, bh, node, doc, row, part = (np.concatenate(cols[c]) if cols[c] else np.zeros(0, dtype=np.int64)
                                       for c in ("band", "band_hash", "node", "doc_id", "row", "part"))
-    band = band.astype(np.int64)
     _write_exact(layout, bucket, node[band == EXACT], doc[band == EXACT])
     cols = [band, bh, node, doc, row, part]
     del band, bh, node, doc, row, part
