@@ -60,10 +60,10 @@ class Listing:
 
 
 def text_name(name: str) -> str:
-    """A file name as text that any writer takes: bytes that are not UTF-8 (kept by the OS as surrogate escapes)
-    become ``\\xNN``, so the name stays readable and distinct.
+    r"""A file name as text that any writer takes: bytes that are not UTF-8 (kept by the OS as surrogate escapes)
+    become ``\xNN``, so the name stays readable and distinct.
 
-    >>> text_name("caf\udce9.txt"), text_name("café.txt")
+    >>> text_name(b"caf\xe9.txt".decode("utf-8", "surrogateescape")), text_name("café.txt")
     ('caf\\xe9.txt', 'café.txt')
     """
     try:
