@@ -76,6 +76,7 @@ from typing import Any
 import numpy as np
 
 from lab.errors import ConfigError, IntegrityError
+from lab.hashing import splitmix64, splitmix64_array
 from lab.io.shards import Shard, SplitManifest, open_shard, read_manifest
 
 STATE_VERSION = 2  # 1: numpy Generator.permutation order; 2: FeistelOrder
@@ -85,38 +86,6 @@ BLOCK = 4096  # stream positions turned into sequence indices at a time
 ROUNDS = 4  # Feistel rounds (4 balanced rounds: a strong pseudo-random permutation, Luby-Rackoff)
 PREFETCH_CHUNK = 32  # most sequences the prefetch thread hands over at once
 TELEMETRY_WINDOW = 1 << 16  # per-step waits kept for the percentiles and the table (the last ones)
-
-_M64 = (1 << 64) - 1
-
-
-def _splitmix64(x: int) -> int:
-    """splitmix64's finalizer on a Python int (mod 2**64).
-
-    >>> _splitmix64(0), _splitmix64(1) != _splitmix64(2)
-    (0, True)
-    """
-    x &= _M64
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _M64
-    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _M64
-    return x ^ (x >> 31)
-
-
-_C1, _C2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
-_S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
-
-
-def _mix(x: np.ndarray) -> np.ndarray:
-    """``_splitmix64`` elementwise, in place, on a uint64 array (wrapping multiplication)."""
-    t = x >> _S30
-    x ^= t
-    x *= _C1
-    np.right_shift(x, _S27, out=t)
-    x ^= t
-    x *= _C2
-    np.right_shift(x, _S31, out=t)
-    x ^= t
-    return x
-
 
 class FeistelOrder:
     """A seeded bijection of ``0 .. sequences - 1`` for one (seed, epoch), computed on the fly.
@@ -138,8 +107,8 @@ class FeistelOrder:
         u = self.bits // 2  # the halves: u high bits and v = bits - u low bits
         self._v = np.uint64(self.bits - u)
         self._masks = (np.uint64((1 << u) - 1), np.uint64((1 << (self.bits - u)) - 1))
-        base = _splitmix64(_splitmix64(self.seed ^ 0x6C6F61646572) ^ self.epoch)  # "loader"
-        self._keys = [np.uint64(_splitmix64(base + r + 1)) for r in range(ROUNDS)]
+        base = splitmix64(splitmix64(self.seed ^ 0x6C6F61646572) ^ self.epoch)  # "loader"
+        self._keys = [np.uint64(splitmix64(base + r + 1)) for r in range(ROUNDS)]
 
     def __len__(self) -> int:
         return self.sequences
@@ -148,7 +117,7 @@ class FeistelOrder:
         """One pass of the network over ``2**bits`` (FF1's alternating split, NIST SP 800-38G)."""
         a, b = x >> self._v, x & self._masks[1]  # a: u bits, b: v bits
         for r, key in enumerate(self._keys):
-            f = _mix(b ^ key)
+            f = splitmix64_array(b ^ key)
             f &= self._masks[r % 2]  # a has u bits in even rounds, v bits in odd ones
             a ^= f
             a, b = b, a

@@ -52,66 +52,13 @@ import pyarrow.parquet as pq
 from lab import pack, tokenize
 from lab.config import Config
 from lab.errors import IntegrityError, NotReadyError
+from lab.hashing import keyed
 from lab.io.run import RunLayout
 from lab.io.shards import ShardInfo, SplitManifest, token_dtype, write_manifest, write_pieces, write_shard
 from lab.io.writers import atomic, read_json, write_json
+from lab.splits import SPLITS, order_and_splits
 
 COMPARE_SEQ_LENS = (512, 2048, 8192)
-
-
-def _mix(x: np.ndarray, seed: int, salt: int) -> np.ndarray:
-    """splitmix64 of ``x`` xor a seed-derived constant: a deterministic, well-spread 64-bit key."""
-    with np.errstate(over="ignore"):
-        z = x.astype(np.int64).view(np.uint64) ^ np.uint64((seed * 0x9E3779B97F4A7C15 + salt) % 2**64)
-        z = z + np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return z ^ (z >> np.uint64(31))
-
-
-def order_and_split(doc_ids: np.ndarray, seed: int, val_fraction: float) -> tuple[np.ndarray, np.ndarray]:
-    """(positions of ``doc_ids`` in shuffled order, whether each of those is a validation document)."""
-    order = np.lexsort((doc_ids, _mix(doc_ids, seed, 1)))
-    n = doc_ids.size
-    n_val = int(round(val_fraction * n))
-    if val_fraction > 0 and n >= 2:
-        n_val = min(max(n_val, 1), n - 1)
-    val = np.zeros(n, dtype=bool)
-    val[np.lexsort((doc_ids, _mix(doc_ids, seed, 2)))[:n_val]] = True
-    return order, val[order]
-
-
-SPLITS = ("train", "val", "test")
-
-
-def order_and_splits(doc_ids: np.ndarray, seed: int, val_fraction: float,
-                     test_fraction: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
-    """(positions of ``doc_ids`` in shuffled order, the split of each of those: 0 train, 1 val, 2 test).
-
-    val is ``order_and_split``'s; test is the ``round(test_fraction x documents)`` other documents (at
-    least one when ``test_fraction > 0``, never the last training one) with the lowest value of a third
-    seeded mix of their ``doc_id``. ``test_fraction=0`` leaves train and val as they were.
-
-    >>> ids = np.arange(10)
-    >>> o, w = order_and_splits(ids, 0, 0.2, 0.3)
-    >>> np.bincount(w).tolist(), sorted(ids[o].tolist()) == ids.tolist()
-    ([5, 2, 3], True)
-    """
-    order, is_val = order_and_split(doc_ids, seed, val_fraction)
-    which = is_val.astype(np.int8)
-    n = doc_ids.size
-    rest = n - int(is_val.sum())
-    n_test = int(round(test_fraction * n))
-    if test_fraction > 0 and rest >= 2:
-        n_test = min(max(n_test, 1), rest - 1)
-    else:
-        n_test = 0
-    if n_test:
-        ids = doc_ids[order]
-        cand = np.flatnonzero(which == 0)
-        pick = cand[np.lexsort((ids[cand], _mix(ids[cand], seed, 3)))[:n_test]]
-        which[pick] = 2
-    return order, which
 
 
 def splits_of(cfg: Config) -> tuple[str, ...]:
@@ -303,7 +250,7 @@ def with_copies(members: np.ndarray, repeats: np.ndarray, doc_ids: np.ndarray, s
     with np.errstate(over="ignore"):
         key = doc_ids[pos].astype(np.int64) ^ (copy.astype(np.int64) * np.int64(0x9E3779B1))
     # the shuffle's own order for copy 0 (order_and_split: lexsort of (doc_id, mix)); later copies by their key
-    return pos[np.lexsort((copy, doc_ids[pos], _mix(key, seed, 1)))]
+    return pos[np.lexsort((copy, doc_ids[pos], keyed(key, seed, 1)))]
 
 
 def staging(layout: RunLayout) -> Path:

@@ -36,6 +36,7 @@ from typing import Literal
 import numpy as np
 
 from lab.errors import ConfigError
+from lab.hashing import keyed
 from lab.stages.fields import check
 
 DIMENSIONS = ("lang", "source", "quality")
@@ -148,9 +149,7 @@ def realize(doc_ids: np.ndarray, tokens: np.ndarray, target: float, seed: int) -
     reps[:] = full
     want = target - full * available  # tokens still to take, < available
     if want > 0:
-        from lab.materialize import _mix  # the shuffle's splitmix64, salted apart from it
-
-        order = np.lexsort((doc_ids, _mix(doc_ids, seed, _SALT)))
+        order = np.lexsort((doc_ids, keyed(doc_ids, seed, _SALT)))  # the shuffle's mix, salted apart from it
         cum = np.cumsum(tokens[order])
         # the documents whose running total stays within half a document of the remainder
         take = cum - tokens[order] / 2 <= want

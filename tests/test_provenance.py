@@ -128,7 +128,7 @@ def test_test_fraction_is_checked():
 
     with pytest.raises(ConfigError, match="test_fraction"):
         PackConfig(val_fraction=0.5, test_fraction=0.5)
-    o, w = __import__("lab.materialize").materialize.order_and_splits(np.arange(50), 1, 0.1, 0.0)
+    o, w = __import__("lab.splits").splits.order_and_splits(np.arange(50), 1, 0.1, 0.0)
     assert not (w == 2).any() and (w == 1).sum() == 5
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lab import engine, loader, materialize, pack, query, tokenize
+from lab import engine, loader, materialize, pack, query, splits, tokenize
 from lab.config import Config, PackConfig, build
 from lab.errors import IntegrityError
 from lab.io.run import RunLayout
@@ -140,10 +140,10 @@ def test_shards_hold_the_kept_documents_once_each(runs):
 def test_split_sizes():
     ids = np.arange(-500, 500, 7, dtype=np.int64)
     for frac, want in ((0.01, 1), (0.1, 14), (0.0, 0)):
-        order, val = materialize.order_and_split(ids, 3, frac)
+        order, val = splits.order_and_split(ids, 3, frac)
         assert sorted(order.tolist()) == list(range(ids.size)) and int(val.sum()) == want
-    assert materialize.order_and_split(ids[:1], 3, 0.5)[1].sum() == 0  # a lone document trains
-    a, b = materialize.order_and_split(ids, 3, 0.1), materialize.order_and_split(ids, 4, 0.1)
+    assert splits.order_and_split(ids[:1], 3, 0.5)[1].sum() == 0  # a lone document trains
+    a, b = splits.order_and_split(ids, 3, 0.1), splits.order_and_split(ids, 4, 0.1)
     assert a[0].tolist() != b[0].tolist()  # the seed decides the order
 
 
@@ -209,7 +209,7 @@ def test_sharded_materialize_equals_one_whole_packing(runs, tmp_path, strategy):
     out = materialize.run(cfg, layout)
     sha = read_json(layout.tokenizer_fit)["sha256"]
     doc_ids, ids = materialize.kept_tokens(cfg, layout, sha)
-    order, is_val = materialize.order_and_split(doc_ids, cfg.pack.shuffle_seed, cfg.pack.val_fraction)
+    order, is_val = splits.order_and_split(doc_ids, cfg.pack.shuffle_seed, cfg.pack.val_fraction)
     spans = 0
     for split, members in (("train", order[~is_val]), ("val", order[is_val])):
         whole = [np.append(ids[i], 0) for i in members]
@@ -296,7 +296,7 @@ def test_the_tokenizer_is_never_fitted_on_validation_documents(runs):
     run = query.open_run(a.run_dir)
     reasons = query.drop_reasons(run, a)
     kept = np.sort(reasons.filter(reasons["reason"].is_null())["doc_id"].to_numpy())
-    order, is_val = materialize.order_and_split(kept, a.pack.shuffle_seed, a.pack.val_fraction)
+    order, is_val = splits.order_and_split(kept, a.pack.shuffle_seed, a.pack.val_fraction)
     val_texts = set(query.document_texts(run, kept[order[is_val]].tolist()).values())
     assert len(val_texts) == round(0.1 * kept.size) > 0
     texts, _ = query.tokenizer_sample(run, a)

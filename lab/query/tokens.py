@@ -17,6 +17,7 @@ import pyarrow as pa
 from lab.config import Config
 from lab.errors import ConfigError, NotReadyError
 from lab.io.writers import read_json
+from lab.splits import order_and_splits
 from lab.query.compile import _rules, codes_sql
 from lab.query.neardup import _with_near
 from lab.query.run import GROUP_BY, Run, _arrow, _ident, _q, open_run
@@ -37,8 +38,6 @@ def tokenizer_sample(run: str | Path | Run, config: Config) -> tuple[list[str], 
     codes = _with_near(r, cur, rules, codes_sql(rules, extra=["lang", "source"], run=r))
     # the validation and test documents never train the tokenizer: the split of the kept documents first
     # (materialize's, from pack.shuffle_seed, pack.val_fraction and pack.test_fraction), then the sample of the rest
-    from lab.materialize import order_and_splits
-
     kept = np.sort(_arrow(cur.sql(f"SELECT doc_id FROM ({codes}) WHERE code IS NULL")).column("doc_id").to_numpy())
     order, which = order_and_splits(kept, config.pack.shuffle_seed, config.pack.val_fraction, config.pack.test_fraction)
     cur.register("_val", pa.table({"doc_id": pa.array(kept[order[which != 0]], pa.int64())}))
