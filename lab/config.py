@@ -27,10 +27,12 @@ from typing import Any, Literal
 
 import yaml
 
+from lab import tokenizer_source
+from lab.io import decoding
 from lab.errors import ConfigError, IntegrityError
 from lab.mixture import MixtureConfig
 from lab.stages import STAGE_NAMES, STAGES
-from lab.stages.fields import check
+from lab.stages.fields import check, knob_kind
 
 
 FORMATS = ("auto", "jsonl", "parquet", "text", "warc")
@@ -113,10 +115,8 @@ StagesConfig.__doc__ = ("Every stage's thresholds, one field per stage of the re
 
 
 def _knob_kind(module: Any, name: str) -> str | None:
-    from lab.knobs import _kind
-
     hints, fields = _fields_of(module.Config)
-    return _kind(fields[name], hints[name]) if name in fields else None
+    return knob_kind(fields[name], hints[name]) if name in fields else None
 
 
 def _build_by_lang(data: dict, path: str) -> tuple[dict, ByLang]:
@@ -231,13 +231,11 @@ class TokenizerConfig:
               "a vocabulary size >= 260 (256 byte tokens + specials + merges)")
         check("sample_bytes", self.sample_bytes, self.sample_bytes >= 1024, ">= 1024 bytes")
         check("min_frequency", self.min_frequency, self.min_frequency >= 1, ">= 1")
-        from lab import tokenize
-
-        check("kind", self.kind, self.kind in tokenize.KINDS, "one of " + ", ".join(tokenize.KINDS))
+        check("kind", self.kind, self.kind in tokenizer_source.KINDS, "one of " + ", ".join(tokenizer_source.KINDS))
         if self.kind == "file":
             check("path", self.path, bool(self.path), "set with tokenizer.kind: file (a tokenizer.json, "
                   "a directory holding one, or tiktoken:cl100k_base)")
-            tokenize.check_source(self.path, key="path")  # load() prefixes the section: tokenizer.path
+            tokenizer_source.check_source(self.path, key="path")  # load() prefixes the section: tokenizer.path
         else:
             check("path", self.path, not self.path, f"empty with tokenizer.kind: {self.kind} (it is fitted); "
                   "set tokenizer.kind: file to use the tokenizer at that path")
@@ -310,16 +308,14 @@ class Config:
 
     def signals_hash(self) -> str:
         """Hash of everything that changes stored signals: ``inputs_hash``, the readers' version and charset
-        detector (``lab.io.readers.signal_params``: the same bytes may decode to other text), and every
+        detector (``lab.io.decoding.signal_params``: the same bytes may decode to other text), and every
         stage's ``VERSION`` and ``signal_params`` (the MinHash signature parameters, the language model).
         A partition annotated under another one is annotated again."""
-        from lab.io import readers
-
         stages = {}
         for m in STAGES:
             params = m.signal_params(getattr(self.stages, m.NAME)) if hasattr(m, "signal_params") else {}
             stages[m.NAME] = {"version": m.VERSION, **params}
-        part = {"inputs": self.inputs_hash(), "read": readers.signal_params(), "stages": stages}
+        part = {"inputs": self.inputs_hash(), "read": decoding.signal_params(), "stages": stages}
         return hashlib.sha256(json.dumps(part, sort_keys=True).encode()).hexdigest()[:16]
 
     def config_hash(self) -> str:

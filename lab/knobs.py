@@ -46,6 +46,7 @@ from urllib.parse import quote, unquote
 from lab.config import Config, build, to_dict
 from lab.errors import ConfigError
 from lab.stages import BY_NAME, STAGE_NAMES, STAGES
+from lab.stages.fields import knob_kind
 
 MIN_STEPS = 100  # a slider's span holds at least this many steps (and at most 2.5x as many, plus the alignment)
 _INTEGER = re.compile(r"[-+]?\d+")
@@ -124,19 +125,6 @@ class _Spec:
         return f"{self.stage}.{self.key}"
 
 
-def _kind(f: dataclasses.Field, tp: Any) -> str | None:
-    """A knob field's kind; None for a field not declared with ``knob`` (a signal parameter, not a threshold)."""
-    if "help" not in f.metadata:
-        return None
-    if "kind" in f.metadata:
-        return f.metadata["kind"]
-    if "choices" in f.metadata:
-        return "choice"
-    if tp is bool:
-        return "switch"
-    return {int: "integer", float: "number"}.get(tp)
-
-
 def _signal_of(module, key: str) -> str | None:
     """The signal of the rule whose threshold follows ``key`` when it is nudged (from the stage's default
     config; a value that makes no rule, such as ``pii.max_pii: -1``, is compared between two nudges)."""
@@ -183,7 +171,7 @@ def _specs() -> tuple[_Spec, ...]:
     for module in STAGES:
         hints = typing.get_type_hints(module.Config)
         for f in dataclasses.fields(module.Config):
-            kind = _kind(f, hints[f.name])
+            kind = knob_kind(f, hints[f.name])
             if kind is None:
                 continue
             signal = (f.metadata.get("signal") or _signal_of(module, f.name)) if kind in ("number", "integer") else None

@@ -49,15 +49,15 @@ def test_a_stage_version_or_signal_parameter_changes_the_signals_hash_not_the_in
 
 def test_the_readers_version_or_charset_detector_changes_the_signals_hash_not_the_inputs(monkeypatch):
     # the same input bytes decoded another way are other documents: every signal is stale
-    from lab.io import readers
+    from lab.io import decoding
 
     a = Config(inputs=(InputConfig("x"),))
     signals, inputs = a.signals_hash(), a.inputs_hash()
-    monkeypatch.setattr(readers, "VERSION", readers.VERSION + 1)
+    monkeypatch.setattr(decoding, "VERSION", decoding.VERSION + 1)
     assert a.signals_hash() != signals and a.inputs_hash() == inputs
     monkeypatch.undo()
     assert a.signals_hash() == signals
-    monkeypatch.setattr(readers, "_detector_version", lambda: "resiliparse 0.0.1")
+    monkeypatch.setattr(decoding, "_detector_version", lambda: "resiliparse 0.0.1")
     assert a.signals_hash() != signals and a.inputs_hash() == inputs
 
 

@@ -189,7 +189,7 @@ def test_the_annotate_bar_moves_within_a_partition(tmp_path, capsys, local_clust
     assert any(0 < p < 100 for p in shown), shown  # reported while the partition was read
 
 
-@pytest.mark.parametrize("module", ["lab.stages.gopher_quality", "lab.io.readers"])
+@pytest.mark.parametrize("module", ["lab.stages.gopher_quality", "lab.io.decoding"])
 def test_a_stage_or_reader_version_bump_annotates_again(synthetic, tmp_path, monkeypatch, module):
     # a stage whose code or word list changed (its VERSION bumped), or readers that decode the same bytes
     # another way, make every stored signal stale: the rerun annotates every partition again, in the same

@@ -40,6 +40,7 @@ import functools
 import re
 from typing import NamedTuple
 
+VERSION = 3  # bump when the readers (lab.io.readers) or this module make other documents of the same bytes
 UTF8_BOM = b"\xef\xbb\xbf"
 BOMS = ((UTF8_BOM, "utf-8"), (b"\xff\xfe", "utf-16-le"), (b"\xfe\xff", "utf-16-be"))
 META_PROBE = 4096  # bytes at the start of an HTML page searched for a <meta> charset
@@ -218,3 +219,16 @@ def decode_file(data: bytes) -> Decoded:
         return Decoded(*decode_utf8(data), "utf-8", "default")
     codec, size = mark
     return Decoded(*decode(data[size:], codec), codec, "bom")
+
+
+def signal_params() -> dict:
+    """What the documents read from unchanged input depend on: ``VERSION`` and the charset detector's package
+    (a new detector may decode a page differently). Part of the signals hash: a change reads every input again."""
+    return {"version": VERSION, "detector": _detector_version()}
+
+
+@functools.lru_cache(maxsize=1)
+def _detector_version() -> str:
+    from importlib import metadata
+
+    return f"resiliparse {metadata.version('resiliparse')}"

@@ -34,7 +34,6 @@ Contract, shared by every reader:
 
 from __future__ import annotations
 
-import functools
 import io
 import json
 import os
@@ -49,7 +48,6 @@ from lab.io.decoding import UTF8_BOM, bom, decode_file, decode_utf8, decode_web
 from lab.io.listing import text_name
 from lab.io.partitions import Partition, codec_of
 
-VERSION = 3  # bump when the readers make other documents of the same bytes (decoding, BOMs): a rerun reads again
 CHUNK = 1 << 20  # bytes read from disk at a time
 BINARY_PROBE = 8192  # a text file with a NUL byte in its first 8 KiB is binary
 HTML_TYPES = ("text/html", "application/xhtml+xml")
@@ -90,19 +88,6 @@ def _whole_files(part: Partition, inp: InputConfig, ingest: IngestConfig) -> Ite
             continue
         yield from READERS[fmt](Partition(part.index, part.input_index, fmt, full, text_name(rel), size=size), inp,
                                 ingest)
-
-
-def signal_params() -> dict:
-    """What the documents read from unchanged input depend on: the readers' ``VERSION`` and the charset
-    detector's package (a new detector may decode a page differently). Part of the signals hash."""
-    return {"version": VERSION, "detector": _detector_version()}
-
-
-@functools.lru_cache(maxsize=1)
-def _detector_version() -> str:
-    from importlib import metadata
-
-    return f"resiliparse {metadata.version('resiliparse')}"
 
 
 # --- JSON escapes ----------------------------------------------------------------------------------

@@ -51,3 +51,21 @@ def knob(default: Any, *, unit: str, help: str, source: str | None = None, choic
     if signal is not None:
         meta["signal"] = signal
     return dataclasses.field(default=default, metadata=meta)
+
+
+def knob_kind(f: dataclasses.Field, tp: Any) -> str | None:
+    """A knob field's kind (``integer``, ``number``, ``switch``, ``choice`` or its declared ``kind``); None for a
+    field not declared with ``knob`` (a signal parameter, not a threshold).
+
+    >>> knob_kind(dataclasses.field(default=1, metadata={"help": "x"}), int), knob_kind(dataclasses.field(default=1), int)
+    ('integer', None)
+    """
+    if "help" not in f.metadata:
+        return None
+    if "kind" in f.metadata:
+        return f.metadata["kind"]
+    if "choices" in f.metadata:
+        return "choice"
+    if tp is bool:
+        return "switch"
+    return {int: "integer", float: "number"}.get(tp)
