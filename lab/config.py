@@ -29,44 +29,16 @@ import yaml
 
 from lab import tokenizer_source
 from lab.io import decoding
+from lab.io.inputs import FORMATS, IngestConfig, InputConfig  # noqa: F401 - the config's inputs and ingest sections
 from lab.errors import ConfigError, IntegrityError
 from lab.mixture import MixtureConfig
 from lab.stages import STAGE_NAMES, STAGES
-from lab.stages.fields import check, knob_kind
+from lab.fields import check, knob_kind
 
 
-FORMATS = ("auto", "jsonl", "parquet", "text", "warc")
 RENAMED = {"ingest.text_files_per_partition": "files_per_partition"}  # old key path -> its new name
 _MEMORY = re.compile(r"auto|0?\.\d+|1(\.0*)?|\d+(\.\d+)?\s*([kKmMgGtT]i?[bB]|[bB])?")
 _ADDRESS = re.compile(r"(tcp|tls|inproc|ucx|ws|wss)://[^\s:/]+(:\d{1,5})?|[^\s:/]+:\d{1,5}")
-
-
-@dataclass(frozen=True)
-class InputConfig:
-    path: str  # a file, a directory, or a glob; relative paths are relative to the working directory
-    format: Literal["auto", "jsonl", "parquet", "text", "warc"] = "auto"  # auto: by file extension
-    text_field: str = "text"  # JSONL key / Parquet column holding the document text
-    id_field: str = "id"  # JSONL key / Parquet column of the input's own id (optional in the data)
-    url_field: str = "url"  # JSONL key / Parquet column of the URL (optional in the data)
-    html: bool = False  # treat text as HTML and extract it (WARC responses always are)
-
-    def __post_init__(self) -> None:
-        check("path", self.path, bool(self.path), "a non-empty path")
-        check("format", self.format, self.format in FORMATS, "one of " + ", ".join(FORMATS))
-
-
-@dataclass(frozen=True)
-class IngestConfig:
-    partition_bytes: int = 64 * 2**20  # bytes of input per task at most; larger files are split by byte range or row group
-    max_doc_bytes: int = 16 * 2**20  # larger records go to rejects/ instead of the stages
-    files_per_partition: int = 4096  # whole files per task at most (of any format; groups average an eighth of it)
-    partition_docs: int = 50_000  # records per task at most where they can be counted before reading (Parquet rows; plain JSONL lines, estimated)
-
-    def __post_init__(self) -> None:
-        check("partition_bytes", self.partition_bytes, self.partition_bytes >= 4096, ">= 4096 bytes")
-        check("max_doc_bytes", self.max_doc_bytes, self.max_doc_bytes >= 1, ">= 1 byte")
-        check("files_per_partition", self.files_per_partition, self.files_per_partition >= 1, ">= 1")
-        check("partition_docs", self.partition_docs, self.partition_docs >= 1, ">= 1")
 
 
 # Per-language thresholds: ((stage, ((lang, ((field, value), ...)), ...)), ...), every level sorted.

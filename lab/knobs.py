@@ -4,7 +4,7 @@ A *knob* is one field of one stage's config (``gopher_quality.min_words``), desc
 to draw a widget and to trust it: its kind (``number``, ``integer``, ``switch``, ``choice``,
 ``languages``), its current value, its ``unit``, its published ``default`` and the ``source`` of
 that default, and a one-sentence ``help`` (what a kept document satisfies). Those come from the
-field's declaration (``lab.stages.fields.knob``; a stage module's ``SOURCE`` when the field names
+field's declaration (``lab.fields.knob``; a stage module's ``SOURCE`` when the field names
 none). Numbers also carry the range of the signal they threshold in this run (so a slider spans
 what the documents hold) and a round ``step``. Which signal a field thresholds is found, not
 listed: the field is nudged and the rule whose value follows it names the signal. ``apply`` turns
@@ -46,7 +46,7 @@ from urllib.parse import quote, unquote
 from lab.config import Config, build, to_dict
 from lab.errors import ConfigError
 from lab.stages import BY_NAME, STAGE_NAMES, STAGES
-from lab.stages.fields import knob_kind
+from lab.fields import knob_kind
 
 MIN_STEPS = 100  # a slider's span holds at least this many steps (and at most 2.5x as many, plus the alignment)
 _INTEGER = re.compile(r"[-+]?\d+")

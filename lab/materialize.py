@@ -238,7 +238,7 @@ def with_copies(members: np.ndarray, repeats: np.ndarray, doc_ids: np.ndarray, s
     document's place, so with one copy each the order is the shuffle's own.
 
     >>> ids = np.array([10, 11, 12])
-    >>> order, _ = order_and_split(ids, 0, 0.0)
+    >>> from lab.splits import order_and_split; order, _ = order_and_split(ids, 0, 0.0)
     >>> with_copies(order, np.array([1, 1, 1]), ids, 0).tolist() == order.tolist()
     True
     >>> sorted(with_copies(order, np.array([2, 0, 1]), ids, 0).tolist())

@@ -37,7 +37,7 @@ import numpy as np
 
 from lab.errors import ConfigError
 from lab.hashing import keyed
-from lab.stages.fields import check
+from lab.fields import check
 
 DIMENSIONS = ("lang", "source", "quality")
 NO_SCORE = "none"  # the quality bucket of a document without a score

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from lab.rules import Rule
-from lab.stages.fields import check, knob
+from lab.fields import check, knob
 
 NAME = "shouting"
 VERSION = 1

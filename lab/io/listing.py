@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from lab.config import InputConfig
+from lab.io.inputs import InputConfig
 from lab.errors import ConfigError
 
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")

@@ -28,7 +28,7 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from lab.config import IngestConfig, InputConfig
+from lab.io.inputs import IngestConfig, InputConfig
 from lab.errors import ConfigError
 from lab.io.listing import (COMPRESSION_SUFFIXES, JSONL_SUFFIXES, PARQUET_SUFFIXES, TEXT_SUFFIXES,  # noqa: F401
                             WARC_SUFFIXES, Listing, format_of, list_inputs, text_name)

@@ -42,7 +42,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from lab.config import IngestConfig, InputConfig
+from lab.io.inputs import IngestConfig, InputConfig
 from lab.doc import Doc
 from lab.io.decoding import UTF8_BOM, bom, decode_file, decode_utf8, decode_web
 from lab.io.listing import text_name

@@ -34,7 +34,7 @@ quality_model checks that a HuggingFace model's libraries are installed). Transf
 ``scrub(text, ...) -> str``, given what their collector gives ``signals`` (pii: its config's ``ip_ranges``).
 
 Everything else derives from this registry: the config (``stages.<name>``, ``lab.config``), the knobs
-(fields declared with ``lab.stages.fields.knob``), the signals schema, the signals hash, the config
+(fields declared with ``lab.fields.knob``), the signals schema, the signals hash, the config
 reference, the funnel and the dashboard's cards.
 """
 

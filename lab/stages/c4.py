@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from lab.rules import Rule
-from lab.stages.fields import check, knob
+from lab.fields import check, knob
 from lab.stages.text import sentences
 
 NAME = "c4"

@@ -35,7 +35,7 @@ from lab.errors import ConfigError
 from lab.io.writers import read_json, write_json, write_npy
 from lab.neardup.signature import ngram_hashes, normalize
 from lab.rules import Rule
-from lab.stages.fields import check, knob
+from lab.fields import check, knob
 
 NAME = "decontamination"
 VERSION = 1  # bump when the signals give other values (normalization, hashing)
@@ -94,14 +94,14 @@ class Index:
 
 
 def _input(s: EvalSet):
-    from lab.config import InputConfig
+    from lab.io.inputs import InputConfig
 
     return InputConfig(path=s.path, format=s.format, text_field=s.text_field)
 
 
 def _files(s: EvalSet) -> list:
     """The eval set's partitions (its files), or a ConfigError naming the set and the fix."""
-    from lab.config import IngestConfig
+    from lab.io.inputs import IngestConfig
     from lab.io.partitions import plan
 
     try:
@@ -138,7 +138,7 @@ def _sha(stamp: tuple) -> str:
 
 def build_index(cfg: Config) -> Index:
     """Read every eval set and hash its n-grams. A set with no readable text is a ConfigError."""
-    from lab.config import IngestConfig
+    from lab.io.inputs import IngestConfig
     from lab.io.readers import Reject, read
 
     ingest = IngestConfig(partition_bytes=1 << 40)

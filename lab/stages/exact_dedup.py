@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from lab.rules import Rule
-from lab.stages.fields import knob
+from lab.fields import knob
 
 NAME = "exact_dedup"
 VERSION = 1  # bump when signals() (or what it reads: word lists, models) gives other values

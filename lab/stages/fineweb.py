@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from lab.rules import Rule
-from lab.stages.fields import check, knob
+from lab.fields import check, knob
 from lab.stages import segment
 from lab.stages.text import TERMINAL_PUNCTUATION
 

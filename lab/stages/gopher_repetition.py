@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from lab.rules import Rule
-from lab.stages.fields import check, knob
+from lab.fields import check, knob
 from lab.stages import segment
 
 NAME = "gopher_repetition"

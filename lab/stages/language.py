@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from lab.rules import Rule
 from lab.stages import ftz
-from lab.stages.fields import check, knob
+from lab.fields import check, knob
 
 NAME = "language"
 VERSION = 1  # bump when signals() (or what it reads: word lists, models) gives other values

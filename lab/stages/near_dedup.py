@@ -45,7 +45,7 @@ from lab.neardup.shuffle import band_groups, write_bands
 from lab.neardup.signature import signature
 from lab.rules import Near, Rule
 from lab.stages import segment
-from lab.stages.fields import check, knob
+from lab.fields import check, knob
 
 NAME = "near_dedup"
 VERSION = 2  # bump when signals() (or what it reads: word lists, models) gives other values

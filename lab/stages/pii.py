@@ -50,7 +50,7 @@ from typing import Any
 import pyarrow as pa
 
 from lab.rules import Rule
-from lab.stages.fields import check, knob
+from lab.fields import check, knob
 from lab.stages.text import Recent
 
 NAME = "pii"

@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from lab import quality
 from lab.rules import Rule
-from lab.stages.fields import check, knob
+from lab.fields import check, knob
 
 NAME = "quality_model"
 VERSION = 1  # bump when the signals give other values (the text given to the model, the score's definition)

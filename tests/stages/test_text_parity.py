@@ -30,12 +30,14 @@ def nlp():
 
 @pytest.fixture(scope="module")
 def documents(synthetic_src) -> list[str]:
+    import sysconfig
     from importlib import metadata
 
     real = []  # the long descriptions of the installed packages: READMEs in Markdown and reST, changelogs
-    for dist in sorted(metadata.distributions(), key=lambda d: (d.metadata["Name"] or "").lower()):
-        desc = dist.metadata.get_payload() if hasattr(dist.metadata, "get_payload") else None
-        if desc and len(desc) >= 500:
+    site = [sysconfig.get_paths()["purelib"]]  # not sys.path: another test of the process may have moved it
+    for dist in sorted(metadata.distributions(path=site), key=lambda d: (d.metadata["Name"] or "").lower()):
+        desc = (dist.read_text("METADATA") or "").partition("\n\n")[2]  # the body after the headers
+        if len(desc) >= 500:
             real.append(desc[:20_000])
     synthetic = [json.loads(line)["text"] for line in open(synthetic_src / "documents.jsonl", encoding="utf-8")]
     return real + synthetic
