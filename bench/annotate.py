@@ -7,7 +7,7 @@ bench/out/docs_en.jsonl from make_docs.py), in one single-threaded process:
   of Gopher quality + repetition together (the datatrove comparison), and of every stage.
   Standalone: each stage alone over all documents (its collector's ``signals`` when it has one, as
   the engine calls it), with the shared per-text caches (``text.words``' chunk cache and last text,
-  ``segment``'s last words, ``language.detect``'s answers) emptied before each stage, so every stage
+  ``segment``'s last words, ``langid.detect``'s answers) emptied before each stage, so every stage
   pays for its own word split and language ID;
 - every stage the way the engine runs them: ``lab.annotate.annotate_docs`` over all documents, one
   at a time, in explore mode (``batch_rules=None``) with ``new_collectors(cfg, 4)`` and the default
@@ -54,8 +54,9 @@ from lab.config import Config  # noqa: E402
 from lab.doc import Doc  # noqa: E402
 from lab.io.run import RunLayout  # noqa: E402
 from lab.rules import first_failure  # noqa: E402
-from lab.stages import STAGES, c4, fineweb, gopher_quality, gopher_repetition, language, segment  # noqa: E402
-from lab.stages import text as text_words  # noqa: E402
+from lab.stages import STAGES, c4, fineweb, gopher_quality, gopher_repetition  # noqa: E402
+from lab.text import langid, segment  # noqa: E402
+from lab.text import words as text_words  # noqa: E402
 
 # corpus-lab stage -> (datatrove counterpart, where its rate is in datatrove_filters.json); None: none
 COUNTERPARTS = {
@@ -77,8 +78,8 @@ def forget_shared() -> None:
     text_words._CACHE.clear()
     text_words._RECENT = text_words.Recent()
     segment._RECENT = text_words.Recent()
-    language._DETECTED.clear()
-    language.model().forget()  # the words the language model has seen, as in a new process
+    langid._DETECTED.clear()
+    langid.model().forget()  # the words the language model has seen, as in a new process
 
 
 def stage_calls(cfg: Config, docs: list[Doc]) -> dict:
@@ -141,7 +142,7 @@ def main() -> None:
         rows = rows[: args.limit]
     texts = [r["text"] for r in rows]
     n, mb = len(texts), sum(len(t.encode()) for t in texts) / 1e6
-    language.model()  # load once, outside the clock
+    langid.model()  # load once, outside the clock
     cfg = Config()
     docs = [Doc(source=Path(args.input).name, locator=i, text=t, raw_bytes=len(t.encode()))
             for i, t in enumerate(texts)]
@@ -160,8 +161,8 @@ def main() -> None:
     tok = tokenize_time(Path(args.run), texts)
     gopher = per_stage["gopher_quality"] + per_stage["gopher_repetition"]
     total = sum(per_stage.values())
-    bare = language.fasttext_model()
-    bare_s = cpu_time(lambda t: bare.predict(t[: language.MAX_CHARS].replace("\n", " "), k=1), texts)
+    bare = langid.fasttext_model()
+    bare_s = cpu_time(lambda t: bare.predict(t[: langid.MAX_CHARS].replace("\n", " "), k=1), texts)
 
     res: dict = {"input": args.input, "docs": n, "mb": round(mb, 3),
                  "stage_docs_per_cpu_s": {k: round(n / v, 1) for k, v in per_stage.items()},

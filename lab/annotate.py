@@ -17,7 +17,7 @@ stage by stage: each stage still sees the documents in order, and in batch mode 
 stage dropped, with the same signals as one document at a time. A stage's model and tables stay in
 the CPU's caches for a whole chunk (the language stage: 3.9 MB per CPU-s one document at a time, 7.0 in
 chunks, bench/RESULTS.md §29), and what stages share is kept for the
-chunk (``lab.stages.text.Recent``). A collector with a ``chunk_size`` above that (quality_model with a
+chunk (``lab.text.words.Recent``). A collector with a ``chunk_size`` above that (quality_model with a
 HuggingFace model: batched forward passes) gets the documents reaching it that many at a time through
 ``signals_batch``.
 

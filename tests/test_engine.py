@@ -483,9 +483,11 @@ def test_chunks_of_documents_give_what_one_document_at_a_time_gives(synthetic, m
                 batch_rules.setdefault(r.stage, []).append(r)
 
     def run(chunk: int) -> list:
-        from lab.stages import language, pii, segment, text
+        from lab.stages import pii
+        from lab.text import langid, segment
+        from lab.text import words as text
 
-        language._DETECTED.clear()  # nothing remembered from another run of the same texts
+        langid._DETECTED.clear()  # nothing remembered from another run of the same texts
         pii._FOUND, text._RECENT, segment._RECENT = text.Recent(), text.Recent(), text.Recent()
         collectors = annotate.new_collectors(cfg, 2)
         out = []

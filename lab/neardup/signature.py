@@ -5,7 +5,7 @@
 - Words (``shingle_text``): for English and every language written with spaces, the words of the
   normalized text (split at spaces). For a document in Chinese, Japanese, Thai, Lao, Khmer or Burmese
   (its lid.176 label), whose text has no spaces between words, the words are the document's word
-  split (``lab.stages.segment.document_words``: ICU's words, the split gopher_quality uses), each then
+  split (``lab.text.segment.document_words``: ICU's words, the split gopher_quality uses), each then
   normalized; split at spaces, such a text gave a clause or a line per "word", so a 5-gram was five
   lines and two near-duplicate pages differing in one character per line shared no shingle.
 - Shingles: every run of ``ngram`` consecutive words of the normalized text (a document with
@@ -102,9 +102,9 @@ def shingle_text(text: str) -> str:
     >>> shingle_text("我们今天去北京大学参观。我们明天去上海。")
     '我们 今天 去 北京 大学 参观 我们 明天 去 上海'
     """
-    from lab.stages import language, segment
+    from lab.text import langid, segment
 
-    lang = language.detect(text)[0]
+    lang = langid.detect(text)[0]
     if lang not in segment.UNSPACED:
         return normalize(text)
     return normalize(" ".join(segment.words(text, lang)))

@@ -13,9 +13,9 @@ Every stage module has the same small surface:
 - ``rules(cfg) -> list[Rule]``: what a kept document satisfies, as data.
 
 ``signals`` sees the text only, not the signals of earlier stages. What several stages need is
-computed once per document and shared: ``lab.stages.text.words`` (English words), ``language.detect``
+computed once per document and shared: ``lab.text.words.words`` (English words), ``langid.detect``
 (the document's language; gopher_quality's stop words and word segmentation depend on it) and
-``lab.stages.segment.words`` (words in the document's language) each keep their answers
+``lab.text.segment.words`` (words in the document's language) each keep their answers
 for the last texts (more than the chunk of documents ``lab.annotate`` hands each stage at a time).
 
 Optional: ``signals_many(texts) -> [dict, ...]``, the signals of several texts at once (the language

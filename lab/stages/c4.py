@@ -15,7 +15,7 @@ counted once, under the first check that removes it. datatrove drops the documen
 line with a flag; here that line goes on through the later checks and the flags are kept, so
 the keep/drop decision is the same, but a document with both flags is dropped as ``lorem_ipsum``
 even where datatrove names the curly brace (whichever line comes first). Sentences are counted on
-the kept lines with spaCy's sentencizer rule, as datatrove does (``lab.stages.text.sentences``).
+the kept lines with spaCy's sentencizer rule, as datatrove does (``lab.text.words.sentences``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from lab.rules import Rule
 from lab.fields import check, knob
-from lab.stages.text import sentences
+from lab.text.words import sentences
 
 NAME = "c4"
 VERSION = 1  # bump when signals() (or what it reads: word lists, models) gives other values

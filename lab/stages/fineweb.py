@@ -8,7 +8,7 @@ As datatrove's filter (current version, defaults): lines are ``text.split("\\n")
 blank ones, not stripped; terminal punctuation is the Unicode sentence terminals (``. ! ?`` and
 their kin in other scripts, not quotes); duplicated lines are counted after their first
 occurrence, over ``len(text)`` less its newlines; words are the document's words in its language
-(``lab.stages.segment.document_words``, as gopher_quality's: datatrove's English words for English and
+(``lab.text.segment.document_words``, as gopher_quality's: datatrove's English words for English and
 every language written with spaces, unchanged from ``VERSION`` 1; ICU's words for the runs of Chinese,
 Japanese, Thai, Lao, Khmer and Burmese, where ``VERSION`` 1 counted a clause as one word and so gave
 such a document many newlines per "word") and the newline count is over the whole text. A text with no non-blank
@@ -24,8 +24,8 @@ import pyarrow as pa
 
 from lab.rules import Rule
 from lab.fields import check, knob
-from lab.stages import segment
-from lab.stages.text import TERMINAL_PUNCTUATION
+from lab.text import segment
+from lab.text.words import TERMINAL_PUNCTUATION
 
 NAME = "fineweb"
 VERSION = 2  # bump when signals() (or what it reads: word lists, models) gives other values

@@ -8,10 +8,10 @@ words {the, be, to, of, and, that, have, with}.
 
 Words and stop words are those of the document's language (its lid.176 label, ``lang``: the
 language stage's ``detect``, run once per document). English, and every language written with
-spaces, gets datatrove's English words (spaCy tokens, see ``lab.stages.text``); Chinese,
+spaces, gets datatrove's English words (spaCy tokens, see ``lab.text.words``); Chinese,
 Japanese, Thai, Lao, Khmer and Burmese get them cut again at ICU's word boundaries
-(``lab.stages.segment``). The stop words are Gopher's eight for English and, for another
-language, its eight most frequent stop words (``lab.stages.stopwords``: stopwords-iso lists
+(``lab.text.segment``). The stop words are Gopher's eight for English and, for another
+language, its eight most frequent stop words (``lab.text.stopwords``: stopwords-iso lists
 ranked by wordfreq; Korean's are particles, counted when a word ends with one; Serbian's are in
 either script; Thai's are ranked by the Thai National Corpus); a language with no list (Lao, Khmer,
 Burmese...) falls back to the English eight, as before (``VERSION`` 1 counted the English eight and
@@ -34,8 +34,8 @@ import pyarrow as pa
 
 from lab.rules import Rule
 from lab.fields import check, knob
-from lab.stages import language, segment, stopwords
-from lab.stages.text import SYMBOLS
+from lab.text import langid, segment, stopwords
+from lab.text.words import SYMBOLS
 
 NAME = "gopher_quality"
 VERSION = 3  # bump when signals() (or what it reads: word lists, models) gives other values
@@ -110,7 +110,7 @@ def signals(text: str) -> dict:
     >>> s["gq_words"], s["gq_stop_words"], s["gq_bullet_lines_ratio"]
     (11, 2, 0.5)
     """
-    lang = language.detect(text)[0]
+    lang = langid.detect(text)[0]
     ws = segment.words(text, lang)  # = segment.document_words(text), the split the other stages share
     counts = Counter(ws)
     n_words = len(ws)

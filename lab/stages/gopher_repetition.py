@@ -8,8 +8,8 @@ characters; duplicated 5..10-grams cover <= 0.15/0.14/0.13/0.12/0.11/0.10 of the
 Definitions follow datatrove's filter exactly; every fraction of characters is over ``len(text)``.
 Paragraphs are ``re.split(r"\\n{2,}", text.strip())`` and lines ``re.split(r"\\n+", text)``; an
 item equal to an earlier one is a duplicate (the first occurrence is not counted). Words are the
-document's words in its language (``lab.stages.segment.document_words``, the split gopher_quality
-uses): datatrove's English words (``lab.stages.text``) for English and every language written with
+document's words in its language (``lab.text.segment.document_words``, the split gopher_quality
+uses): datatrove's English words (``lab.text.words``) for English and every language written with
 spaces, unchanged from ``VERSION`` 1; for Chinese, Japanese, Thai, Lao, Khmer and Burmese the runs of
 those scripts are cut at ICU's word boundaries, so their n-grams are n words and not n clauses
 (``VERSION`` 1 gave such a document a handful of "words" and no repeated n-gram). The top n-gram covers ``len(" ".join(ngram)) *
@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from lab.rules import Rule
 from lab.fields import check, knob
-from lab.stages import segment
+from lab.text import segment
 
 NAME = "gopher_repetition"
 VERSION = 2  # bump when signals() (or what it reads: word lists, models) gives other values

@@ -2,7 +2,7 @@
 
 Words are those of the normalized text split at spaces for English and every language written with
 spaces (unchanged from ``VERSION`` 1); for Chinese, Japanese, Thai, Lao, Khmer and Burmese they are
-the document's word split (``lab.stages.segment.document_words``, ICU's words, the split
+the document's word split (``lab.text.segment.document_words``, ICU's words, the split
 gopher_quality, gopher_repetition and fineweb use), normalized (``lab.neardup.signature.shingle_text``).
 ``VERSION`` 2 and the segmenter in ``signal_params`` put that into the signals hash, so a rerun
 recomputes the signatures, shingle sets and band records.
@@ -44,7 +44,7 @@ from lab.neardup.recall import TARGET_RECALL, WARN_BELOW, bands_rows, lowest_thr
 from lab.neardup.shuffle import band_groups, write_bands
 from lab.neardup.signature import signature
 from lab.rules import Near, Rule
-from lab.stages import segment
+from lab.text import segment
 from lab.fields import check, knob
 
 NAME = "near_dedup"

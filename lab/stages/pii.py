@@ -51,7 +51,7 @@ import pyarrow as pa
 
 from lab.rules import Rule
 from lab.fields import check, knob
-from lab.stages.text import Recent
+from lab.text.words import Recent
 
 NAME = "pii"
 VERSION = 2  # bump when signals() (or what it reads: word lists, models) gives other values

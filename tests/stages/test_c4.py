@@ -1,6 +1,6 @@
 from lab.rules import first_failure
 from lab.stages import c4
-from lab.stages.text import sentences
+from lab.text.words import sentences
 
 RULES = c4.rules(c4.Config())
 GOOD = "One sentence here. Another one follows! Is this the third? Yes, four. And five."  # 5 sentences

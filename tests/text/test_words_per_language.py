@@ -1,6 +1,6 @@
-"""One word split per document (lab.stages.segment.document_words) in every stage that counts words:
+"""One word split per document (lab.text.segment.document_words) in every stage that counts words:
 gopher_repetition's n-grams, fineweb's newlines per word, near_dedup's shingles; stop words of Korean,
-Serbian and Thai (lab.stages.stopwords)."""
+Serbian and Thai (lab.text.stopwords)."""
 
 import random
 
@@ -11,8 +11,9 @@ from lab.neardup.compare import text_jaccard
 from lab.neardup.signature import minhash, normalize, shingle_hashes, shingle_text
 from lab.stages import fineweb as fw
 from lab.stages import gopher_repetition as gr
-from lab.stages import language, near_dedup, segment, stopwords
-from lab.stages.text import words
+from lab.stages import near_dedup
+from lab.text import langid, segment, stopwords
+from lab.text.words import words
 
 ZH = ("我们今天下午去北京大学参观，然后在图书馆里看了很多有意思的书。\n晚上我们坐地铁回家，路上遇到了很多老朋友。\n"
       "第二天早上，我们又去了颐和园，那里的风景非常美丽，游客也很多。\n中午我们在附近的饭馆吃了北京烤鸭，味道好极了。\n")
@@ -32,7 +33,7 @@ def _old_jaccard(a: str, b: str) -> float:
 @pytest.mark.parametrize("text, old, new", [(ZH, "很多老朋友", "几个老朋友"), (JA, "たくさん", "少し")])
 def test_cjk_near_duplicates_are_found_on_segmented_shingles(text, old, new):
     edited = text.replace(old, new)  # one phrase of one line changed
-    assert language.detect(text)[0] == language.detect(edited)[0] in segment.UNSPACED
+    assert langid.detect(text)[0] == langid.detect(edited)[0] in segment.UNSPACED
     threshold = near_dedup.Config().threshold  # 0.8
     assert _old_jaccard(text, edited) < 0.6  # clauses as "words": one edit spoils every shingle holding the clause
     assert text_jaccard(text, edited) >= threshold  # ICU words: the edit spoils the 5-grams around it only
@@ -80,7 +81,7 @@ def test_spaced_languages_keep_version_1_signals_on_the_sample(monkeypatch):
     monkeypatch.setattr(segment, "document_words", words)  # VERSION 1's words
     checked = 0
     for i, t in enumerate(docs):
-        if language.detect(t)[0] in segment.UNSPACED:
+        if langid.detect(t)[0] in segment.UNSPACED:
             continue
         assert new[i] == (gr.signals(t), fw.signals(t), normalize(t)), t[:200]
         checked += 1
@@ -89,7 +90,7 @@ def test_spaced_languages_keep_version_1_signals_on_the_sample(monkeypatch):
 
 def test_korean_particles_count_as_eojeol_endings():
     text = "이 명령은 파일의 내용을 화면에 출력하고, 사용자가 옵션을 지정하면 결과를 파일에서 읽어 표준 출력으로 보낸다."
-    assert language.detect(text)[0] == "ko"
+    assert langid.detect(text)[0] == "ko"
     assert stopwords.ranked("ko") == ("이", "을", "에", "의", "가", "를", "에서", "으로")  # particles only
     ws = set(segment.document_words(text))
     assert len(stopwords.stop_words("ko") & ws) <= 1  # as whole words: only the determiner 이

@@ -35,7 +35,7 @@ Where the two packages leave a gap (bench/RESULTS.md §19 measures each choice o
 - **Thai**: stopwords-iso has a list, wordfreq no frequencies; the list is ranked by the Thai
   National Corpus word frequencies that ``pythainlp`` (Apache-2.0) ships in its wheel
   (``corpus/tnc_freq.txt``, CC0 by its ``corpus_license.md``; read as a file: the package is not imported, nothing downloads). Thai
-  words are ICU's (``lab.stages.segment``), and its stop words are whole ICU words.
+  words are ICU's (``lab.text.segment``), and its stop words are whole ICU words.
 - **Lao, Khmer, Burmese** (and any other language with no stop list or no frequencies, e.g. Interlingua):
   neither stopwords-iso nor stop-words (the two candidates above) has a list for them, nor wordfreq
   frequencies, so they fall back to the English eight, which is what every document got before the lists

@@ -139,7 +139,7 @@ class Model:
             ("uneven subquantizers", dsub * nsubq != dim or lastdsub != dsub or cols != dim),
         ) if bad]
         if problems:
-            raise UnsupportedModel(f"{path}: {', '.join(problems)}: not supported by lab.stages.ftz")
+            raise UnsupportedModel(f"{path}: {', '.join(problems)}: not supported by lab.text.ftz")
         out_rows, out_cols = r.take("2q")
         output = r.array("<f4", out_rows * out_cols).reshape(out_rows, out_cols)
         if r.at != len(r.data):
@@ -150,7 +150,7 @@ class Model:
         deq = cents[np.arange(nsubq)[None, :], codes.reshape(rows, nsubq)].reshape(rows, dim)
         self._rows = (norms[:, None] * deq).astype(np.float32)
         if len(pairs) >= _PRUNED:
-            raise UnsupportedModel(f"{path}: {len(pairs)} n-gram rows; lab.stages.ftz reads at most {_PRUNED - 1}")
+            raise UnsupportedModel(f"{path}: {len(pairs)} n-gram rows; lab.text.ftz reads at most {_PRUNED - 1}")
         self._prune = np.full(bucket, _PRUNED, dtype=np.uint16)  # n-gram bucket -> its row after the words
         self._prune[pairs[:, 0]] = pairs[:, 1]  # (a 4 MB table: uint16 keeps more of it in the CPU's caches)
         self._words, self._nwords = words, nwords

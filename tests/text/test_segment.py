@@ -1,7 +1,7 @@
 import pytest
 
-from lab.stages import segment
-from lab.stages.text import words
+from lab.text import segment
+from lab.text.words import words
 
 
 def test_spaced_languages_keep_the_english_rules():
