@@ -1,0 +1,7 @@
+"""apps: the Panel dashboard over one run. In: a run directory (``corpus-lab serve RUN``); out: a page
+per browser session whose tabs judge every threshold.
+
+``dashboard`` builds and serves the page; ``store`` is a session's selection (the thresholds and what
+they select, read through ``lab.query``); ``views/`` holds one view per tab; ``dispatch`` runs queries
+off the page's thread; ``panes`` and ``format`` draw numbers and tables.
+"""

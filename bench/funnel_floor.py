@@ -28,6 +28,10 @@ from funnel_query import write_run
 
 from lab import query
 from lab.config import Config
+from lab.query.compile import failure_in
+from lab.query.funnels import sql_counts
+from lab.query.neardup import without_near
+from lab.query.sql import quote
 
 
 def median_ms(fn, repeat: int) -> float:
@@ -49,14 +53,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         run = query.open_run(write_run(Path(tmp) / "run", args.rows, args.from_run).root, in_memory=True)
         cur = run.cursor()
-        rules = query._without_near(query._rules(run, Config()))
+        rules = without_near(query.rules_of(run, Config()))
         group = next(i for i, r in enumerate(rules) if r.op == "first_in_group")
         if any(r.op not in ("first_in_group", "first_in_cluster") for r in rules[group:]):
             raise SystemExit("this probe expects every scalar rule before the exact-dedup rule (the default order)")
-        scalar = [(i, f) for i, r in enumerate(rules[:group]) if (f := query._failure_in(r, run)) is not None]
-        reference = query._counts(cur, rules, None, run)
+        scalar = [(i, f) for i, r in enumerate(rules[:group]) if (f := failure_in(r, run)) is not None]
+        reference = sql_counts(cur, rules, None, run)
         res: dict = {"rows": args.rows, "rules": len(rules), "predicates_evaluated": len(scalar),
-                     "cold_ms": median_ms(lambda: query._counts(cur, rules, None, run), args.repeat)}
+                     "cold_ms": median_ms(lambda: sql_counts(cur, rules, None, run), args.repeat)}
 
         def case_ms(cond: str, table: str = "signals") -> float:
             return median_ms(lambda: cur.execute(f"SELECT sum(CASE WHEN {cond} THEN 1 END) FROM {table}").fetchall(),
@@ -66,7 +70,7 @@ def main() -> None:
         res["empty_scan_ms"] = empty
         res["predicate_ms"] = {f: round(case_ms(f) - empty, 1) for _, f in scalar}
         langs = [v for (v,) in cur.execute("SELECT DISTINCT lang FROM signals WHERE lang IS NOT NULL ORDER BY 1").fetchall()]
-        cur.execute(f"CREATE TYPE probe_langs AS ENUM ({', '.join(map(query._q, langs))})")
+        cur.execute(f"CREATE TYPE probe_langs AS ENUM ({', '.join(map(quote, langs))})")
         cur.execute("CREATE TABLE probe_enum AS SELECT * REPLACE (lang::probe_langs AS lang) FROM signals")
         lang_rule = next(f for _, f in scalar if f.startswith('("lang" IS NULL'))
         res["predicate_ms_lang_enum"] = round(case_ms(lang_rule, "probe_enum") - empty, 1)

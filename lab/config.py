@@ -311,14 +311,14 @@ class Config:
 # --- building dataclasses from plain data, with errors that name the key path ----------------------
 
 
-def _type_name(tp: Any) -> str:
+def type_name(tp: Any) -> str:
     origin = typing.get_origin(tp)
     if origin is Literal:
         return " | ".join(repr(a) for a in typing.get_args(tp))
     if origin in (typing.Union, types.UnionType):
-        return " | ".join(_type_name(a) for a in typing.get_args(tp))
+        return " | ".join(type_name(a) for a in typing.get_args(tp))
     if origin is tuple:
-        return f"list of {_type_name(typing.get_args(tp)[0])}"
+        return f"list of {type_name(typing.get_args(tp)[0])}"
     return getattr(tp, "__name__", str(tp))
 
 
@@ -408,7 +408,7 @@ def build(cls: type, data: Any, path: str = "") -> Any:
     missing = [n for n, f in fields.items() if n not in kwargs
                and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
     if missing:
-        raise ConfigError(f"{path or 'config'}: missing required key {missing[0]!r} ({_type_name(hints[missing[0]])})")
+        raise ConfigError(f"{path or 'config'}: missing required key {missing[0]!r} ({type_name(hints[missing[0]])})")
     try:
         return cls(**kwargs)
     except (ConfigError, IntegrityError) as e:  # a value checked in __post_init__ (a file it names may be damaged)

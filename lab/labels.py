@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 from lab import query
 from lab.errors import ConfigError, RunStateError
 from lab.io import labels as label_io
-from lab.query.labelling import LABELS, _snapshot
+from lab.query.labelling import LABELS, snapshot
 
 FIELDS = ("doc_id", "label", "user", "note", "time")  # keys of a row given to add_many
 COMPACT_AT = 1000  # label files that make add() compact them (a cold read of 1,000 files: ~0.6 s)
@@ -136,7 +136,7 @@ def _compact(r: query.Run, *, at_least: int) -> dict[str, Any] | None:
     with label_io.compaction_lock(r.layout) as acquired:
         if not acquired:
             return None
-        snap = _snapshot(r)  # listed and read under the lock: nothing else removes files meanwhile
+        snap = snapshot(r)  # listed and read under the lock: nothing else removes files meanwhile
         with snap.lock:
             names, rows, problems, superseded = snap.names, snap.rows, set(snap.problems), snap.superseded
         clean = sorted(n for n in names if n not in problems and n not in superseded)

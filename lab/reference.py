@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from lab.config import BY_LANG, Config, InputConfig, PercentileRule, StagesConfig, _type_name
+from lab.config import BY_LANG, Config, InputConfig, PercentileRule, StagesConfig, type_name
 
 _ITEMS = {"inputs": InputConfig, "percentiles": PercentileRule}  # lists of these
 BY_LANG_MEANING = ("Per-language thresholds: {lang: {threshold: value}} (a language code as the lang signal "
@@ -95,7 +95,7 @@ def entries(cls: type = Config, prefix: str = "") -> list[Entry]:
                 if STAGE_NAMES.index(f.name) >= STAGE_NAMES.index(FIRST_BY_LANG_STAGE):
                     out.append(Entry(f"{key}.{BY_LANG}", "mapping", {}, BY_LANG_MEANING))
         else:
-            out.append(Entry(key, _type_name(hints[f.name]), _default(f), meaning(cls, f)))
+            out.append(Entry(key, type_name(hints[f.name]), _default(f), meaning(cls, f)))
     return out
 
 

@@ -338,7 +338,7 @@ def fit_tokenizer(cfg: Config, layout: RunLayout, parts: list[Partition]) -> tup
     if cfg.tokenizer.kind == "file":  # an existing tokenizer: frozen as it is, nothing fitted
         data, ranks = tokenize.freeze_source(cfg.tokenizer.path)
         sha = tokenize.save(data, layout, {"state": state, "kind": "file", "source": cfg.tokenizer.path,
-                                           "vocab_size": tokenize.special_ids(tokenize._from_bytes(
+                                           "vocab_size": tokenize.special_ids(tokenize.from_bytes(
                                                data, _ranks_tmp(layout, ranks)))[2],
                                            "fitted_under_config_hash": cfg.config_hash(),
                                            "seconds": round(time.time() - started, 3)}, ranks=ranks)

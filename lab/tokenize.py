@@ -172,7 +172,7 @@ class TiktokenTokenizer:
         return self.enc.decode([int(i) for i in ids])
 
 
-def _from_bytes(data: bytes, ranks: Path | None = None):
+def from_bytes(data: bytes, ranks: Path | None = None):
     """A tokenizer from the frozen bytes of ``tokenizer.json`` (``ranks``: where a tiktoken one's ranks are)."""
     import json
 
@@ -206,10 +206,10 @@ def load_source(path: str):
 
     data, ranks = freeze_source(path)
     if ranks is None:
-        return _from_bytes(data)
+        return from_bytes(data)
     with tempfile.TemporaryDirectory() as d:
         (Path(d) / RANKS).write_bytes(ranks)
-        return _from_bytes(data, Path(d) / RANKS)
+        return from_bytes(data, Path(d) / RANKS)
 
 
 def special_ids(tok) -> tuple[int, int, int]:
@@ -265,7 +265,7 @@ def load(layout: RunLayout, expected_sha256: str):
             raise IntegrityError(f"{path} has sha256 {sha[:16]}…, the run recorded {expected_sha256[:16]}… "
                                  f"in {layout.tokenizer_fit}: the tokenizer changed after its tokens were counted; "
                                  f"restore the original tokenizer.json, or {refit}")
-        tok = _from_bytes(data, layout.tokenizer_dir / RANKS)
+        tok = from_bytes(data, layout.tokenizer_dir / RANKS)
         global loads
         loads += 1
         kind = read_json(layout.tokenizer_fit).get("kind", "bpe") if layout.tokenizer_fit.exists() else "bpe"

@@ -236,9 +236,9 @@ def test_incremental_funnel_equals_recomputed_over_a_walk_of_threshold_moves(tmp
              ("c4", "min_sentences", [0, 2, 5, 40]), ("gopher_repetition", "max_dup_line_frac", [0.05, 0.3, 1.0])]
     stages = {"c4": {"enabled": True}}
     used = 0
-    # code_counts' module (query.funnel is the function): code_counts calls the _counts found there
+    # code_counts' module (query.funnel is the function): code_counts calls the sql_counts found there
     funnel_module = importlib.import_module("lab.query.funnels")
-    real_counts, real_code_counts = funnel_module._counts, codes.Codes._counts
+    real_counts, real_code_counts = funnel_module.sql_counts, codes.Codes._counts
     incremental = []
 
     def spy(cur, rules, by_, run, source="signals"):
@@ -254,7 +254,7 @@ def test_incremental_funnel_equals_recomputed_over_a_walk_of_threshold_moves(tmp
 
     import unittest.mock
 
-    patch = unittest.mock.patch.object(funnel_module, "_counts", spy)
+    patch = unittest.mock.patch.object(funnel_module, "sql_counts", spy)
     patch.start()
     monkeypatch.setattr(codes.Codes, "_counts", spy_codes)
     for step in range(30):
@@ -267,7 +267,7 @@ def test_incremental_funnel_equals_recomputed_over_a_walk_of_threshold_moves(tmp
         assert got.equals(query.funnel(fresh, cfg, by=by)), (step, stages)
         used += 1
     patch.stop()
-    assert used == 30 and (len(live.memo) >= 10 if engine == "sql" else len(live.codes.count_memo) >= 10), (len(live.memo), live.codes and len(live.codes.count_memo), live.codes and live.codes.supports(query._rules(live, cfg)))
+    assert used == 30 and (len(live.memo) >= 10 if engine == "sql" else len(live.codes.count_memo) >= 10), (len(live.memo), live.codes and len(live.codes.count_memo), live.codes and live.codes.supports(query.rules_of(live, cfg)))
     assert len(incremental) >= 2 * 8, len(incremental)  # most moves were answered incrementally (old and new counts)
 
 
@@ -281,22 +281,25 @@ def test_in_memory_codes_leave_nan_signals_to_sql(tmp_path):
     path = make_run(tmp_path, rows)
     live, fresh = query.open_run(path, in_memory=True), query.open_run(path)
     cfg = build(Config, {"stages": {"gopher_quality": {"min_mean_word_length": 3.0}}})
-    assert codes.of(live).codes(query._rules(live, cfg)) is None
+    assert codes.of(live).codes(query.rules_of(live, cfg)) is None
     assert query.funnel(live, cfg).equals(query.funnel(fresh, cfg))
     no_nan = build(Config, {"stages": {"gopher_quality": {"enabled": False}}})
-    assert codes.of(live).codes(query._rules(live, no_nan)) is not None
+    assert codes.of(live).codes(query.rules_of(live, no_nan)) is not None
     assert query.funnel(live, no_nan).equals(query.funnel(fresh, no_nan))
 
 
-def test_the_package_re_exports_every_public_function_of_its_modules():
-    # callers write query.funnel(...), query.open_run(...): the package re-exports its modules' names,
-    # and the function funnel is query.funnel (its module is lab.query.funnels)
-    modules = [importlib.import_module(f"lab.query.{m}") for m in ("run", "compile", "neardup", "funnels", "tokens")]
-    for m in modules:
-        for name, obj in vars(m).items():
-            if not name.startswith("_") and getattr(obj, "__module__", None) == m.__name__:
-                assert getattr(query, name) is obj, (m.__name__, name)
-    assert query.funnel is modules[3].funnel and callable(query.funnel)
+def test_the_package_exports_its_api_by_name_and_nothing_private():
+    # callers write query.funnel(...), query.open_run(...): each name of __all__ is its module's object
+    # (open_run: the package's, which also warms the in-memory funnel memo), and nothing private is exported
+    assert query.funnel is importlib.import_module("lab.query.funnels").funnel and callable(query.funnel)
+    for name in query.__all__:
+        obj = getattr(query, name)
+        home = getattr(obj, "__module__", None)
+        if callable(obj) and home is not None and home.startswith("lab.query."):
+            assert getattr(importlib.import_module(home), name) is obj, (home, name)
+    assert len(set(query.__all__)) == len(query.__all__) > 60
+    assert not [n for n in query.__all__ if n.startswith("_")]
+    assert query.open_run.__module__ == "lab.query"
 
 
 def test_funnel_bytes_are_the_texts_utf8_bytes_and_raw_bytes_their_own_column(tmp_path):
@@ -386,7 +389,7 @@ def test_incremental_funnel_after_a_per_language_move_equals_recomputed(tmp_path
             assert query.funnel(live, cfg, by=by).equals(query.funnel(fresh, cfg, by=by)), (step, stages)
         assert query.drop_reasons(live, cfg).equals(query.drop_reasons(fresh, cfg))
     if engine == "codes":  # the in-memory codes evaluate per-language thresholds themselves
-        assert codes.of(live).supports(query._rules(live, cfg))
+        assert codes.of(live).supports(query.rules_of(live, cfg))
         assert len(live.codes.count_memo) >= 10
 
 
@@ -400,7 +403,7 @@ def test_a_per_language_move_changes_exactly_the_documents_of_that_language(tmp_
                                       "gopher_quality": {"by_lang": {"de": {"min_words": 100}}}}})
     for in_memory in (False, True):
         r = query.open_run(path, in_memory=in_memory)
-        got = changes(r, query._rules(r, before), query._rules(r, after))
+        got = changes(r, query.rules_of(r, before), query.rules_of(r, after))
         py_a, py_b = python_funnel(ruleset(before), rows), python_funnel(ruleset(after), rows)
         want = sorted(d for d in py_a if py_a[d] != py_b[d])
         assert sorted(got.column("doc_id").to_pylist()) == want and want

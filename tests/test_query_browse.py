@@ -219,7 +219,7 @@ def _all_changes_found(r, before, after) -> bool:
     set, with both reasons (also reason-to-reason changes, which no newly_* view shows)."""
     a, b = _reasons(r, before), _reasons(r, after)
     cur = query.open_run(r).cursor()
-    pairs = cur.sql(browse._pairs_sql(r, cur, query._rules(r, before), query._rules(r, after))).pl()
+    pairs = cur.sql(browse._pairs_sql(r, cur, query.rules_of(r, before), query.rules_of(r, after))).pl()
     got = {d: (x, y) for d, x, y in pairs.select("doc_id", "before", "after").iter_rows() if x != y}
     return got == {d: (a[d], b[d]) for d in a if a[d] != b[d]}
 
@@ -453,7 +453,7 @@ def _stage_truth(r, config, signal, stage):
 def test_histogram_totals_equal_the_funnel_of_the_stage(run, cfg, signal):
     f = {row["stage"]: row for row in query.funnel(run, cfg).iter_rows(named=True)}
     h = query.histogram(run, cfg, signal, bins=24)
-    stage = next(x.stage for x in query._rules(run, cfg) if x.signal == signal)
+    stage = next(x.stage for x in query.rules_of(run, cfg) if x.signal == signal)
     tot = h.select(pl.exclude("bin_lo", "bin_hi")).sum().row(0, named=True)
     assert tot["passed_docs"] + tot["dropped_docs"] == f[stage]["docs_in"]
     assert tot["dropped_docs"] == f[stage]["docs_dropped"]
@@ -485,7 +485,7 @@ def test_a_languages_histograms_are_its_funnel_at_the_stage(run, signals):
         for s in signals:
             h = hs[s]
             assert h["bin_lo"].to_list() == whole[s]["bin_lo"].to_list()  # one axis for every language
-            stage = next((x.stage for x in query._rules(run, moved) if x.signal == s), None)
+            stage = next((x.stage for x in query.rules_of(run, moved) if x.signal == s), None)
             if not f:  # a language the run lacks: nothing
                 assert h["passed_docs"].sum() + h["dropped_docs"].sum() == 0
                 continue

@@ -17,9 +17,10 @@ the signals table into memory for interactive use; there the funnel, the histogr
 a slider move are counted from each document's first failing rule kept as an array (``codes``: the
 same answers, a move re-evaluating only the rows it can change).
 
-The modules, each importing only those above it (``run`` reaches the funnel's memo lazily):
+The modules, each importing only those above it:
 
-- ``run``: ``Run``, ``open_run`` and its cached connections, the run's constants, the SQL helpers;
+- ``sql``: quoting, an empty table of a schema, a relation as Arrow;
+- ``run``: ``Run``, ``open_run`` and its cached connections, the run's constants;
 - ``compile``: rules -> SQL (``predicate``, ``failure``, ``codes_sql``), pure;
 - ``neardup``: near dedup over the survivors' candidate edges; the cluster browser;
 - ``codes``: in memory, each document's first failing rule as an array;
@@ -32,67 +33,19 @@ The modules, each importing only those above it (``run`` reaches the funnel's me
 - ``calibration``: each language's own distributions, for per-language thresholds (``lab.calibrate``);
 - ``mixture``: the kept documents by mixture bucket, and the mixture realized over them (``lab.mixture``).
 
-Every name is re-exported here: callers write ``from lab import query; query.funnel(...)``.
+The public API is re-exported here: callers write ``from lab import query; query.funnel(...)``.
+``open_run(..., in_memory=True)`` here also warms the funnel memo with the run's own config, so the
+first slider move is answered incrementally.
 """
 
-from lab.query.run import (  # noqa: F401
-    FUNNEL_STAGES,
-    GROUP_BY,
-    GROUP_SIGNALS,
-    INGEST,
-    MEMO_FUNNELS,
-    SAMPLE_RANK,
-    SAMPLE_SEED,
-    SAMPLE_WINDOWS,
-    Run,
-    _arrow,
-    _empty,
-    _ident,
-    _q,
-    _sample_order,
-    open_run,
-)
-from lab.query.compile import (  # noqa: F401
-    _check_columns,
-    _failure_in,
-    _literal,
-    _reason_of,
-    _rules,
-    codes_sql,
-    failure,
-    funnel_filter_shape_sql,
-    predicate,
-)
-from lab.query.neardup import (  # noqa: F401
-    CLUSTER_CONFIG_SORTS,
-    CLUSTER_MEMO,
-    CLUSTER_PAGE,
-    CLUSTER_SORTS,
-    PairJaccard,
-    _apply_near,
-    _edges,
-    _grid_col,
-    _near_index,
-    _near_ranks,
-    _with_near,
-    _without_near,
-    cluster_count,
-    cluster_members,
-    clusters,
-    edges,
-    exact_groups,
-    member_status,
-    near_drops,
-    page_bounds,
-    page_count,
-    pair_jaccard,
-)
-from lab.query.funnels import (  # noqa: F401
-    INCREMENTAL_SHARE,
-    _changed,
-    _counts,
-    _counts_in_memory,
-    _shifted,
+from pathlib import Path
+
+from lab.query import run as _run
+from lab.query.browse import PAGE_MAX, VIEWS, document_count, document_filters, document_texts, documents, sample_texts
+from lab.query.calibration import GRID_POINTS, fail_shares, keep_share, quantiles
+from lab.query.compile import codes_sql, failure, predicate, rules_of
+from lab.query.distribution import bin_edges, change, histogram, histograms
+from lab.query.funnels import (
     code_counts,
     drop_reasons,
     dropped_samples,
@@ -107,8 +60,27 @@ from lab.query.funnels import (  # noqa: F401
     signal_ranges,
     signal_rows,
     signal_summary,
+    warm,
 )
-from lab.query.tokens import (  # noqa: F401
+from lab.query.labelling import LABELS, label_problems, labelled_drops, labels, stage_precision, unknown_doc_ids
+from lab.query.mixture import mixture_plan, mixture_report, mixture_rows
+from lab.query.neardup import (
+    CLUSTER_SORTS,
+    PairJaccard,
+    cluster_count,
+    cluster_members,
+    clusters,
+    edges,
+    exact_groups,
+    member_status,
+    near_drops,
+    page_bounds,
+    page_count,
+    pair_jaccard,
+)
+from lab.query.reports import contamination, top_domains, urls
+from lab.query.run import FUNNEL_STAGES, GROUP_BY, INGEST, Run
+from lab.query.tokens import (
     fertility,
     fertility_comparison,
     loader_telemetry,
@@ -117,12 +89,28 @@ from lab.query.tokens import (  # noqa: F401
     token_counts,
     tokenizer_sample,
 )
-from lab.query.reports import contamination, top_domains, urls  # noqa: F401
-from lab.stages import STAGE_NAMES  # noqa: F401  (callers read the funnel's stage order as query.STAGE_NAMES)
+from lab.stages import STAGE_NAMES  # the funnel's stage order
 
-# the judging loop's read side: submodules over the modules above (each lists its API in __all__)
-from lab.query.browse import *  # noqa: F401,F403
-from lab.query.calibration import *  # noqa: F401,F403
-from lab.query.distribution import *  # noqa: F401,F403
-from lab.query.labelling import *  # noqa: F401,F403
-from lab.query.mixture import mixture_plan, mixture_report, mixture_rows  # noqa: F401
+
+def open_run(run: str | Path | Run, *, in_memory: bool = False, refresh: bool = False) -> Run:
+    """The process-wide ``Run`` of a run directory (cached; ``refresh`` re-reads the files); in memory,
+    with the funnel memo warmed by the run's own config."""
+    r = _run.open_run(run, in_memory=in_memory, refresh=refresh)
+    if in_memory:
+        warm(r)
+    return r
+
+
+__all__ = [
+    "CLUSTER_SORTS", "FUNNEL_STAGES", "GRID_POINTS", "GROUP_BY", "INGEST", "LABELS", "PAGE_MAX", "STAGE_NAMES", "VIEWS",
+    "PairJaccard", "Run", "bin_edges", "change", "cluster_count", "cluster_members", "clusters", "code_counts",
+    "codes_sql", "contamination", "document_count", "document_filters", "document_texts", "documents",
+    "drop_reasons", "dropped_samples", "edges", "exact_groups", "fail_shares", "failure", "fertility",
+    "fertility_comparison", "funnel", "histogram", "histograms", "keep_share", "label_problems",
+    "labelled_drops", "labels", "languages", "loader_telemetry", "member_status", "mixture_plan",
+    "mixture_report", "mixture_rows", "near_drops", "open_run", "packing", "page_bounds", "page_count",
+    "pair_jaccard", "predicate", "prepare", "quantiles", "reason_counts", "reason_counts_by_partition",
+    "reject_reasons", "reject_rows", "rules_of", "sample_texts", "signal_histogram", "signal_ranges",
+    "signal_rows", "signal_summary", "stage_precision", "telemetry_steps", "token_counts", "tokenizer_sample",
+    "top_domains", "unknown_doc_ids", "urls", "warm",
+]

@@ -52,10 +52,11 @@ from lab.config import Config
 from lab.errors import ConfigError
 from lab.query.codes import KEPT
 from lab.query.codes import of as codes_of
-from lab.query.compile import _failure_in, _literal, _rules, codes_sql, failure
-from lab.query.funnels import INCREMENTAL_SHARE, _changed, code_counts
-from lab.query.neardup import _apply_near, _edges, _grid_col, _near_index, _near_ranks, _with_near, _without_near, near_drops
-from lab.query.run import SAMPLE_RANK, SAMPLE_SEED, SAMPLE_WINDOWS, Run, _arrow, _ident, _sample_order, open_run
+from lab.query.compile import failure_in, literal, rules_of, codes_sql, failure
+from lab.query.funnels import INCREMENTAL_SHARE, changed_rules, code_counts
+from lab.query.neardup import apply_near, candidate_edges, grid_col, near_index, near_ranks, with_near, without_near, near_drops
+from lab.query.run import SAMPLE_RANK, SAMPLE_SEED, SAMPLE_WINDOWS, Run, open_run, sample_order
+from lab.query.sql import ident, to_arrow
 from lab.rules import Rule
 from lab.stages import STAGE_NAMES
 
@@ -103,14 +104,14 @@ def _ask(run: str | Path | Run, config: Config, view: str, stage: str | None, pr
     if not isinstance(config, Config):
         raise ConfigError(f"config must be a lab.config.Config, not {type(config).__name__}")
     r = open_run(run)
-    rules = _rules(r, config)
+    rules = rules_of(r, config)
     prev = None
     if view.startswith("newly_"):
         if previous is None:
             raise ConfigError(f"view={view!r} compares two configs: pass previous=<the config before the change>")
         if not isinstance(previous, Config):
             raise ConfigError(f"previous must be a lab.config.Config, not {type(previous).__name__}")
-        prev = _rules(r, previous)
+        prev = rules_of(r, previous)
     a = _Ask(r, rules, prev, view, stage, reason, source, lang, None)
     if reason is not None:
         allowed = [x.drop_reason for x in a.why_rules if stage is None or x.stage == stage]
@@ -141,7 +142,7 @@ def _reasons(rules: list[Rule], code: str) -> str:
     """SQL mapping a rule index expression to its ``stage.reason`` (NULL stays NULL)."""
     if not rules:
         return "NULL::VARCHAR"
-    return f"([{', '.join(_literal(x.drop_reason) for x in rules)}])[({code}) + 1]"
+    return f"([{', '.join(literal(x.drop_reason) for x in rules)}])[({code}) + 1]"
 
 
 def _register_ids(cur: duckdb.DuckDBPyConnection, name: str, ids: np.ndarray) -> str:
@@ -171,15 +172,15 @@ def _moved(a: Rule | None, b: Rule | None, r: Run | None = None) -> str | None:
             return "FALSE"
         if a.op == "in" and a.value != b.value:
             diff = sorted(set(a.value) ^ set(b.value), key=repr)
-            return f"{_ident(a.signal)} IN ({', '.join(_literal(v) for v in diff)})" if diff else "FALSE"
-        return _changed(a, b)
+            return f"{ident(a.signal)} IN ({', '.join(literal(v) for v in diff)})" if diff else "FALSE"
+        return changed_rules(a, b)
     x = a if a is not None else b
     if x.op == "first_in_cluster":
         return "FALSE"
     if x.op == "first_in_group":
-        col = _ident(x.signal)
+        col = ident(x.signal)
         if r is not None and f"_n_{x.signal}" in r.columns:
-            return f"({col} IS NULL OR {_ident('_n_' + x.signal)} > 1)"
+            return f"({col} IS NULL OR {ident('_n_' + x.signal)} > 1)"
         return f"({col} IS NULL OR {col} IN (SELECT {col} FROM signals GROUP BY ALL HAVING count(*) > 1))"
     return failure(x)
 
@@ -216,11 +217,11 @@ def _pairs_sql(r: Run, cur: duckdb.DuckDBPyConnection, before: list[Rule], after
         # narrow reads first (a wide read costs about the same for 1 row as for all: every column's
         # segments are scanned), then one wide read of exactly the candidates; the near-dedup flips
         # apart (an IN inside an OR would probe every row)
-        keys = ", ".join(map(_ident, [c for c in dict.fromkeys(["doc_id", *groups, *(f"_n_{g}" for g in groups)])
+        keys = ", ".join(map(ident, [c for c in dict.fromkeys(["doc_id", *groups, *(f"_n_{g}" for g in groups)])
                                       if c in r.columns]))
-        seed = _arrow(cur.sql(f"SELECT {keys} FROM signals WHERE {moved} LIMIT {cap + 1}"))
+        seed = to_arrow(cur.sql(f"SELECT {keys} FROM signals WHERE {moved} LIMIT {cap + 1}"))
         if flip.size and seed.num_rows <= cap:
-            flips = _arrow(cur.sql(f"SELECT {keys} FROM signals WHERE {_register_ids(cur, '_bq_flip', flip)}"))
+            flips = to_arrow(cur.sql(f"SELECT {keys} FROM signals WHERE {_register_ids(cur, '_bq_flip', flip)}"))
             seed = pa.concat_tables([seed, flips.cast(seed.schema)])
         if seed.num_rows <= cap:
             ids = [seed.column("doc_id").to_numpy()]
@@ -231,15 +232,15 @@ def _pairs_sql(r: Run, cur: duckdb.DuckDBPyConnection, before: list[Rule], after
                 vals = pc.unique(vals.drop_null())
                 if len(vals):
                     cur.register("_bq_groups", pa.table({"v": vals}))
-                    sized = f"{_ident('_n_' + g)} > 1 AND " if f"_n_{g}" in r.columns else ""
-                    ids.append(_arrow(cur.sql(f"SELECT doc_id FROM signals WHERE {sized}{_ident(g)} IN "
+                    sized = f"{ident('_n_' + g)} > 1 AND " if f"_n_{g}" in r.columns else ""
+                    ids.append(to_arrow(cur.sql(f"SELECT doc_id FROM signals WHERE {sized}{ident(g)} IN "
                                               f"(SELECT v FROM _bq_groups)")).column("doc_id").to_numpy())
             cand = _register_ids(cur, "_bq_cand_ids", np.unique(np.concatenate(ids)))
-            cte = f"WITH _bq_cand AS MATERIALIZED (SELECT {', '.join(map(_ident, need))} FROM signals WHERE {cand}) "
+            cte = f"WITH _bq_cand AS MATERIALIZED (SELECT {', '.join(map(ident, need))} FROM signals WHERE {cand}) "
             source = "_bq_cand"
 
     def near(rules: list[Rule], nd: np.ndarray, tag: str) -> str:
-        k = _near_index(rules)
+        k = near_index(rules)
         if k is None or not nd.size:
             return "code"
         # near_drops holds only documents whose other rules keep them up to near dedup: code k
@@ -252,7 +253,7 @@ def _pairs_sql(r: Run, cur: duckdb.DuckDBPyConnection, before: list[Rule], after
     sa = codes_sql(before, extra=carry, run=r, source=source)
     sa = f"(SELECT * EXCLUDE (code), {_reasons(before, near(before, nd_a, 'a'))} AS _before FROM ({sa}))"
     sb = codes_sql(after, extra=[*extra, "_before"], run=r, source=sa)
-    more = "".join(f", {_ident(c)}" for c in dict.fromkeys(extra) if c not in ("doc_id", "bytes"))
+    more = "".join(f", {ident(c)}" for c in dict.fromkeys(extra) if c not in ("doc_id", "bytes"))
     return (f"{cte}SELECT doc_id, bytes, _before AS before, {_reasons(after, near(after, nd_b, 'b'))} AS after{more} "
             f"FROM ({sb})")
 
@@ -282,7 +283,7 @@ def changes(r: Run, before: list[Rule], after: list[Rule]) -> pa.Table:
         out = pa.table({"doc_id": t.column("doc_id"), "bytes": t.column("bytes"), "before": pa.array(was, pa.string()),
                         "after": pa.array(now, pa.string()), **{n: t.column(n) for n in extra}})
     else:
-        out = _arrow(cur.sql(f"SELECT * FROM ({_pairs_sql(r, cur, before, after, extra)}) "
+        out = to_arrow(cur.sql(f"SELECT * FROM ({_pairs_sql(r, cur, before, after, extra)}) "
                              "WHERE before IS DISTINCT FROM after"))
     if "n_tokens" not in out.column_names:
         out = out.append_column("n_tokens", pa.nulls(out.num_rows, pa.int64()))
@@ -311,9 +312,9 @@ def _pushed(a: _Ask, cur: duckdb.DuckDBPyConnection) -> list[str]:
     """Per-document filters (source, language, ids) as conditions on the signals table."""
     out = []
     if a.source is not None:
-        out.append(f"source = {_literal(a.source)}")
+        out.append(f"source = {literal(a.source)}")
     if a.lang is not None:
-        out.append(f"lang = {_literal(a.lang)}")
+        out.append(f"lang = {literal(a.lang)}")
     if a.ids is not None:
         out.append(_register_ids(cur, "_bq_ids", a.ids))
     return out
@@ -330,16 +331,16 @@ def _selection(a: _Ask, cur: duckdb.DuckDBPyConnection, ranked: bool, window: in
     why = "previous_reason" if a.view == "newly_kept" else "reason"
     post = []  # conditions on the drop reason
     if a.reason is not None:
-        post.append(f"{why} = {_literal(a.reason)}")
+        post.append(f"{why} = {literal(a.reason)}")
     elif a.stage is not None:
         names = [x.drop_reason for x in a.why_rules if x.stage == a.stage]
-        post.append(f"{why} IN ({', '.join(map(_literal, names))})" if names else "FALSE")
+        post.append(f"{why} IN ({', '.join(map(literal, names))})" if names else "FALSE")
 
     def finish(sql: str, extra: list[str]) -> str:
         conds = [*extra, *post]
         return f"SELECT * FROM ({sql}) WHERE {' AND '.join(conds)}" if conds else sql
 
-    cols = ", ".join(map(_ident, ["source", "lang", *rank]))
+    cols = ", ".join(map(ident, ["source", "lang", *rank]))
     if a.view == "dropped" and stage is not None:
         codes = [i for i, x in enumerate(rules) if x.stage == stage]
         if not codes:
@@ -352,18 +353,18 @@ def _selection(a: _Ask, cur: duckdb.DuckDBPyConnection, ranked: bool, window: in
         if all(x.per_document for x in rules[:last + 1]):
             # only per-document rules up to the stage: its drops are among the documents failing one
             # of its rules, each decided alone (no later rule, no window)
-            fails = " OR ".join(f for f in (_failure_in(x, r) for x in mine) if f is not None) or "FALSE"
+            fails = " OR ".join(f for f in (failure_in(x, r) for x in mine) if f is not None) or "FALSE"
             within = [f"{SAMPLE_RANK} < {int(window)}"] if window is not None and ranked else []
             src = f"(SELECT * FROM signals WHERE {' AND '.join([*within, f'({fails})', *pushed])})"
             sql = codes_sql(rules[:last + 1], extra=["source", "lang", *rank], run=r, source=src)
             return finish(f"SELECT doc_id, {_reasons(rules, 'code')} AS reason, NULL::VARCHAR AS previous_reason, "
                           f"{cols} FROM ({sql}) WHERE code IN ({', '.join(map(str, codes))})", []), bool(within)
-        k = _near_index(rules)
+        k = near_index(rules)
         if stage == "near_dedup" and codes == [k]:
             # the stage is the near-dedup rule alone: its drops are near_drops' (remembered per config)
             ids = _register_ids(cur, "_bq_nd", near_drops(r, rules).column("doc_id").to_numpy())
             where = " AND ".join([ids, *pushed])
-            return finish(f"SELECT doc_id, {_literal(rules[k].drop_reason)} AS reason, NULL::VARCHAR AS previous_reason, "
+            return finish(f"SELECT doc_id, {literal(rules[k].drop_reason)} AS reason, NULL::VARCHAR AS previous_reason, "
                           f"{cols} FROM signals WHERE {where}", []), False
     if a.view in ("dropped", "kept"):
         src, within = "signals", []
@@ -373,11 +374,11 @@ def _selection(a: _Ask, cur: duckdb.DuckDBPyConnection, ranked: bool, window: in
             within = [f"{SAMPLE_RANK} < {int(window)}"]
             src = f"(SELECT * FROM signals WHERE {within[0]}"
             for g in dict.fromkeys(x.signal for x in rules if x.op == "first_in_group"):
-                sized = f"{_ident('_n_' + g)} > 1 AND " if f"_n_{g}" in r.columns else ""
-                src += (f" OR ({sized}{_ident(g)} IN (SELECT {_ident(g)} FROM signals WHERE {sized}{within[0]} "
-                        f"AND {_ident(g)} IS NOT NULL))")
+                sized = f"{ident('_n_' + g)} > 1 AND " if f"_n_{g}" in r.columns else ""
+                src += (f" OR ({sized}{ident(g)} IN (SELECT {ident(g)} FROM signals WHERE {sized}{within[0]} "
+                        f"AND {ident(g)} IS NOT NULL))")
             src += ")"
-        sql = _with_near(r, cur, rules, codes_sql(rules, extra=["source", "lang", *rank], run=r, source=src))
+        sql = with_near(r, cur, rules, codes_sql(rules, extra=["source", "lang", *rank], run=r, source=src))
         state = "code IS NOT NULL" if a.view == "dropped" else "code IS NULL"
         return finish(f"SELECT doc_id, {_reasons(rules, 'code')} AS reason, NULL::VARCHAR AS previous_reason, {cols} "
                       f"FROM ({sql}) WHERE {state}", [*within, *pushed]), bool(within)
@@ -479,7 +480,7 @@ def _exact_keepers(r: Run, cur: duckdb.DuckDBPyConnection, rules: list[Rule], i:
     among the documents alive before it. Evaluated over the groups' members only (whole groups)."""
     if not hashes:
         return {}
-    col = _ident(rules[i].signal)
+    col = ident(rules[i].signal)
     src = f"(SELECT * FROM signals WHERE {col} IN ({', '.join(map(str, hashes))}))"
     sql = codes_sql(rules[:i + 1], extra=[rules[i].signal], run=r, source=src)
     return dict(cur.execute(f"SELECT {col}, min(doc_id) FROM ({sql}) WHERE code IS NULL GROUP BY ALL").fetchall())
@@ -492,18 +493,18 @@ def _near_keepers(r: Run, cur: duckdb.DuckDBPyConnection, rules: list[Rule], k: 
     threshold (a subgraph's component), so the members of those clusters (whole exact-copy groups)
     decide it exactly as ``near_drops`` does over all documents."""
     threshold, keep, keep_signal = rules[k].value
-    col = _grid_col(threshold)
+    col = grid_col(threshold)
     cond = f"content_hash IN ({', '.join(map(str, nodes))})" if nodes else "FALSE"
     if clusters:
         cond += f" OR content_hash IN (SELECT node FROM clusters WHERE {col} IN ({', '.join(map(str, clusters))}))"
     rank = {"lowest_id": "doc_id", "longest": "bytes", "best_signal": keep_signal}[keep]
     src = f"(SELECT * FROM signals WHERE {cond})"
     sql = codes_sql(rules, extra=["content_hash", "nd_shingles", rank], run=r, source=src)
-    alive = _arrow(cur.sql(f"SELECT doc_id, content_hash, bytes::DOUBLE AS fbytes, {_ident(rank)}::DOUBLE AS rank "
+    alive = to_arrow(cur.sql(f"SELECT doc_id, content_hash, bytes::DOUBLE AS fbytes, {ident(rank)}::DOUBLE AS rank "
                            f"FROM ({sql}) WHERE (code IS NULL OR code > {k}) AND nd_shingles > 0"))
     doc_ids = alive.column("doc_id").to_numpy()
-    u, v, j = _edges(r)
-    ranks = _near_ranks(keep, alive)
+    u, v, j = candidate_edges(r)
+    ranks = near_ranks(keep, alive)
     keepers = neardup.cluster_keepers(doc_ids, alive.column("content_hash").to_numpy(), ranks, u, v, j, threshold)
     return dict(zip(doc_ids.tolist(), keepers.tolist()))
 
@@ -525,7 +526,7 @@ def _details(a: _Ask, cur: duckdb.DuckDBPyConnection, page: pl.DataFrame, with_t
     sig_cols = [c for c in rows.columns if not c.startswith("_") and c not in ("locator", "url", "text")]
     # dedup drops: the cluster they belong to and the member kept in their place
     i_exact = next((i for i, x in enumerate(rules) if x.op == "first_in_group" and x.stage == "exact_dedup"), None)
-    k = _near_index(rules)
+    k = near_index(rules)
     exact_hashes, near_nodes = [], []
     for d, why in zip(page["doc_id"], page["reason"]):
         h = by_id[d]["content_hash"] if d in by_id else None
@@ -537,7 +538,7 @@ def _details(a: _Ask, cur: duckdb.DuckDBPyConnection, page: pl.DataFrame, with_t
             near_nodes.append(h)
     cluster_of: dict[int, int] = {}
     if near_nodes:
-        col = _grid_col(rules[k].value[0])
+        col = grid_col(rules[k].value[0])
         cluster_of = dict(cur.execute(f"SELECT node, {col} FROM clusters WHERE node IN ({', '.join(map(str, near_nodes))}) "
                                       f"AND {col} IS NOT NULL").fetchall())
     exact_keeper = _exact_keepers(r, cur, rules, i_exact, sorted(set(exact_hashes))) if exact_hashes else {}
@@ -578,7 +579,7 @@ def _remembered(a: _Ask, by: str | None) -> dict[tuple[Any, str | None], int] | 
     c = codes_of(a.r)
     counts = c.funnel_counts(a.rules, by) if c is not None else None
     if counts is None:
-        counts = _apply_near(a.r, a.rules, by, code_counts(a.r, _without_near(a.rules), by))
+        counts = apply_near(a.r, a.rules, by, code_counts(a.r, without_near(a.rules), by))
     out: dict[tuple[Any, str | None], int] = {}
     for (group, code), v in counts.items():
         why = None if code is None else a.rules[code].drop_reason
@@ -620,7 +621,7 @@ def documents(run: str | Path | Run, config: Config, *, view: str = "dropped", s
     a = _ask(run, config, view, stage, previous, reason, source, lang, doc_ids)
     cur = a.r.cursor()
     ranked = _ranked(a.r, seed)
-    order = SAMPLE_RANK if ranked else _sample_order(seed)
+    order = SAMPLE_RANK if ranked else sample_order(seed)
     if limit == 0:
         return pl.DataFrame(schema=_SCHEMA)
     found = _in_memory(a) if ranked else None
@@ -689,7 +690,7 @@ def sample_texts(run: str | Path | Run, n: int, *, seed: int = 0, exclude: Seque
     cur = r.cursor()
     cur.register("_exclude", pa.table({"doc_id": pa.array([int(d) for d in exclude], pa.int64())}))
     rows = cur.execute(f"SELECT doc_id, text FROM docs WHERE text IS NOT NULL AND length(trim(text)) > 0 "
-                       f"AND doc_id NOT IN (SELECT doc_id FROM _exclude) ORDER BY {_sample_order(seed)} "
+                       f"AND doc_id NOT IN (SELECT doc_id FROM _exclude) ORDER BY {sample_order(seed)} "
                        f"LIMIT {int(n)}").fetchall()
     return dict(rows)
 

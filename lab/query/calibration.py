@@ -22,7 +22,8 @@ from typing import Sequence
 import numpy as np
 
 from lab.query.compile import failure
-from lab.query.run import Run, _ident, _q, open_run
+from lab.query.run import Run, open_run
+from lab.query.sql import ident, quote
 from lab.rules import Rule
 
 __all__ = ["GRID_POINTS", "fail_shares", "keep_share", "quantiles"]
@@ -35,8 +36,8 @@ def fail_shares(run: str | Path | Run, rules: Sequence[Rule], lang: str) -> list
     if not rules:
         return []
     cols = ", ".join(f"avg(CASE WHEN {failure(x, nullable=False)} THEN 1.0 ELSE 0.0 END) "
-                     f"FILTER (WHERE {_ident(x.signal)} IS NOT NULL)" for x in rules)
-    row = open_run(run).cursor().execute(f"SELECT {cols} FROM signals WHERE lang = {_q(lang)}").fetchone()
+                     f"FILTER (WHERE {ident(x.signal)} IS NOT NULL)" for x in rules)
+    row = open_run(run).cursor().execute(f"SELECT {cols} FROM signals WHERE lang = {quote(lang)}").fetchone()
     return [float(v) if v is not None else 0.0 for v in row]
 
 
@@ -46,7 +47,7 @@ def keep_share(run: str | Path | Run, rules: Sequence[Rule], lang: str) -> float
         return 1.0
     fails = " OR ".join(failure(x) for x in rules)
     v = open_run(run).cursor().execute(
-        f"SELECT avg(CASE WHEN {fails} THEN 0.0 ELSE 1.0 END) FROM signals WHERE lang = {_q(lang)}").fetchone()[0]
+        f"SELECT avg(CASE WHEN {fails} THEN 0.0 ELSE 1.0 END) FROM signals WHERE lang = {quote(lang)}").fetchone()[0]
     return 1.0 if v is None else float(v)
 
 
@@ -56,8 +57,8 @@ def quantiles(run: str | Path | Run, signal: str, langs: Sequence[str]) -> dict[
     if not langs:
         return {}
     probs = ", ".join(repr(i / (GRID_POINTS - 1)) for i in range(GRID_POINTS))
-    col = _ident(signal)
+    col = ident(signal)
     rows = open_run(run).cursor().execute(
-        f"SELECT lang, quantile_disc({col}, [{probs}]) FROM signals WHERE lang IN ({', '.join(map(_q, langs))}) "
+        f"SELECT lang, quantile_disc({col}, [{probs}]) FROM signals WHERE lang IN ({', '.join(map(quote, langs))}) "
         f"AND {col} IS NOT NULL GROUP BY lang").fetchall()
     return {lang: np.asarray(q, dtype=np.float64) for lang, q in rows}

@@ -28,8 +28,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lab import neardup
-from lab.query.neardup import _edges
-from lab.query.run import _arrow, _ident
+from lab.query.neardup import candidate_edges
+from lab.query.sql import ident, to_arrow
 from lab.rules import LANG, Rule
 
 ENABLED = True  # False: every question is answered in SQL (tests hold the two answers equal)
@@ -80,7 +80,7 @@ class Codes:
         self._nd_rows: dict[bool, np.ndarray] = {}
         # the table is stored in _sample_rank order (open_run); a scan keeps insertion order, so a column
         # is read without sorting it again, unless the ranks say otherwise
-        rank = _arrow(run.cursor().sql("SELECT _sample_rank FROM signals")).column(0).to_numpy()
+        rank = to_arrow(run.cursor().sql("SELECT _sample_rank FROM signals")).column(0).to_numpy()
         self.in_order = bool(np.array_equal(rank, np.arange(self.n)))
 
     # --- columns ------------------------------------------------------------------------------------
@@ -90,7 +90,7 @@ class Codes:
             col = self.cols.get(name)
             if col is None:
                 order = "" if self.in_order else " ORDER BY _sample_rank"
-                t = _arrow(self.run.cursor().sql(f"SELECT {_ident(name)} FROM signals{order}"))
+                t = to_arrow(self.run.cursor().sql(f"SELECT {ident(name)} FROM signals{order}"))
                 col = self.cols[name] = Column(t.column(0))
             return col
 
@@ -332,7 +332,7 @@ class Codes:
         """Rows the near-dedup rule drops among the documents alive before it (as ``near_drops``)."""
         threshold, keep, keep_signal = rules[k].value
         exact_first = any(x.op == "first_in_group" and x.signal == "content_hash" for x in rules[:k])
-        u, v, j = _edges(self.run)
+        u, v, j = candidate_edges(self.run)
         if exact_first and not u.size:
             return np.zeros(0, dtype=np.int64)
         with self.lock:
@@ -400,7 +400,7 @@ class Codes:
         else:
             old_codes, old = near
             rows = np.flatnonzero(old_codes != codes)
-            out = _shift(old, self._counts(old_codes, by, len(rules), rows), self._counts(codes, by, len(rules), rows))
+            out = shift_counts(old, self._counts(old_codes, by, len(rules), rows), self._counts(codes, by, len(rules), rows))
         with self.lock:
             _remember(self.count_memo, key, out)
         return out
@@ -478,7 +478,7 @@ class Codes:
                         own |= moved
             rows = np.flatnonzero((old_codes != codes) | own)
             old_mine = [[old_rules[rules.index(x)] for x in m] for m in mine]
-            out = _shift(old, self._hist(old_codes, span, signals, bin_cols, old_mine, rows),
+            out = shift_counts(old, self._hist(old_codes, span, signals, bin_cols, old_mine, rows),
                          self._hist(codes, span, signals, bin_cols, mine, rows))
         with self.lock:
             _remember(self.hist_memo, key, out)
@@ -552,11 +552,11 @@ class Codes:
         return pa.table(arrays, names=names)
 
 
-def _shift(counts: dict, before: dict, after: dict) -> dict:
+def shift_counts(counts: dict, before: dict, after: dict) -> dict:
     """Remembered counts (key -> [docs, bytes, tokens]) with a subset's counts under the old rules or codes
     (``before``) taken out and its counts under the new ones (``after``) put in; empty keys dropped.
 
-    >>> _shift({"a": [3, 30, 9]}, {"a": [1, 10, 3]}, {"b": [1, 10, 3]})
+    >>> shift_counts({"a": [3, 30, 9]}, {"a": [1, 10, 3]}, {"b": [1, 10, 3]})
     {'a': [2, 20, 6], 'b': [1, 10, 3]}
     """
     out = {k: list(v) for k, v in counts.items()}

@@ -3,7 +3,7 @@
 Rules compile to one ``CASE`` expression that names each document's first failing rule (its
 ``code``: the rule's index in the list; NULL when it passes them all), in funnel order; the funnel
 is then a single ``GROUP BY`` over that computed code (measured faster than one ``FILTER`` aggregate
-per stage, the shape ``funnel_filter_shape_sql`` keeps for the benchmark: see ``bench/RESULTS.md``).
+per stage; ``bench/funnel_query.py`` times both shapes).
 Group rules (exact dedup) become a window over the documents still alive at that point, so one member
 of each group always survives the earlier stages' filtering. The near-dedup rule
 (``first_in_cluster``) is no SQL: ``lab.query.neardup`` applies its drops to the codes. A ``Run``,
@@ -16,19 +16,22 @@ for a rule no document can fail, group sizes that let singleton groups skip the 
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from lab.config import Config
 from lab.errors import ConfigError, NotReadyError, RunStateError
-from lab.query.run import Run, _ident, _q
+from lab.query.sql import ident, quote
 from lab.rules import LANG, Rule
 from lab.select import ruleset
 
+if TYPE_CHECKING:
+    from lab.query.run import Run
 
-def _literal(v: Any) -> str:
+
+def literal(v: Any) -> str:
     """A threshold as an SQL literal.
 
-    >>> [_literal(v) for v in (True, 3, 0.5, "it's")]
+    >>> [literal(v) for v in (True, 3, 0.5, "it's")]
     ['TRUE', '3', '0.5', "'it''s'"]
     """
     if isinstance(v, bool):
@@ -36,7 +39,7 @@ def _literal(v: Any) -> str:
     if isinstance(v, (int, float)):
         return repr(v)
     if isinstance(v, str):
-        return _q(v)
+        return quote(v)
     raise ConfigError(f"rule threshold {v!r} ({type(v).__name__}) cannot be used in SQL; use a number or a string")
 
 
@@ -62,13 +65,13 @@ def failure(rule: Rule, *, nullable: bool = True) -> str:
     "gq_words" < 50
     """
     cond = _compare(rule, negate=True)
-    return f"({_ident(rule.signal)} IS NULL OR {cond})" if nullable else cond
+    return f"({ident(rule.signal)} IS NULL OR {cond})" if nullable else cond
 
 
 def _compare(rule: Rule, *, negate: bool) -> str:
-    col = _ident(rule.signal)
+    col = ident(rule.signal)
     if rule.op == "in":
-        return f"{col} {'NOT IN' if negate else 'IN'} ({', '.join(_literal(v) for v in rule.value)})"
+        return f"{col} {'NOT IN' if negate else 'IN'} ({', '.join(literal(v) for v in rule.value)})"
     ops = {">=": ("<", ">="), "<=": (">", "<="), "==": ("<>", "="), "!=": ("=", "<>")}
     if rule.op not in ops:
         raise ValueError(f"{rule.drop_reason}: {rule.op} is a group rule, not a predicate")
@@ -85,23 +88,23 @@ def _threshold_sql(rule: Rule) -> str:
     ("gq_stop_words" IS NULL OR "gq_stop_words" < CASE "lang" WHEN 'de' THEN 3 ELSE 2 END)
     """
     if not rule.by_lang:
-        return _literal(rule.value)
-    whens = " ".join(f"WHEN {_literal(lang)} THEN {_literal(v)}" for lang, v in rule.by_lang)
-    return f"CASE {_ident(LANG)} {whens} ELSE {_literal(rule.value)} END"
+        return literal(rule.value)
+    whens = " ".join(f"WHEN {literal(lang)} THEN {literal(v)}" for lang, v in rule.by_lang)
+    return f"CASE {ident(LANG)} {whens} ELSE {literal(rule.value)} END"
 
 
-def _failure_in(rule: Rule, run: Run | None) -> str | None:
+def failure_in(rule: Rule, run: Run | None) -> str | None:
     """``failure(rule)`` for this run, or None when no document of it can fail the rule: the column's
     exact min and max (in-memory runs) already satisfy the threshold and it has no NULLs. With
     per-language thresholds, every one of them must be satisfied (whatever a document's language).
 
     >>> from types import SimpleNamespace
     >>> words = Rule("gopher_quality", "gq_words", ">=", 50, "too_short")
-    >>> [_failure_in(words, SimpleNamespace(nullable=frozenset(n), ranges={"gq_words": (lo, 900.0)}))
+    >>> [failure_in(words, SimpleNamespace(nullable=frozenset(n), ranges={"gq_words": (lo, 900.0)}))
     ...  for n, lo in (((), 6.0), ((), 60.0), (("gq_words",), 60.0))]
     ['"gq_words" < 50', None, '"gq_words" IS NULL']
     >>> zh = Rule("gopher_quality", "gq_words", ">=", 50, "too_short", (("zh", 70),))
-    >>> print(_failure_in(zh, SimpleNamespace(nullable=frozenset(), ranges={"gq_words": (60.0, 900.0)})))
+    >>> print(failure_in(zh, SimpleNamespace(nullable=frozenset(), ranges={"gq_words": (60.0, 900.0)})))
     "gq_words" < CASE "lang" WHEN 'zh' THEN 70 ELSE 50 END
     """
     nullable = run is None or run.nullable is None or rule.signal in run.nullable
@@ -111,11 +114,11 @@ def _failure_in(rule: Rule, run: Run | None) -> str | None:
         lo, hi = rng
         if (rule.op == ">=" and lo >= max(values)) or (rule.op == "<=" and hi <= min(values)) \
                 or (rule.op == "==" and all(lo == hi == v for v in values)):
-            return f"{_ident(rule.signal)} IS NULL" if nullable else None
+            return f"{ident(rule.signal)} IS NULL" if nullable else None
     return failure(rule, nullable=nullable)
 
 
-def _check_columns(run: Run, names: Sequence[str]) -> None:
+def check_columns(run: Run, names: Sequence[str]) -> None:
     from lab.io.schema import signals_schema
 
     for n in names:
@@ -164,17 +167,17 @@ def codes_sql(rules: list[Rule], *, extra: Sequence[str] = (), run: Run | None =
         return [c for c in dict.fromkeys(later) if c not in base]
 
     cols = list(dict.fromkeys([*base, *(c for r in rules for c in r.columns), *(f"_n_{c}" for c in sorted(sized))]))
-    sql = f"SELECT {', '.join(map(_ident, cols))}, NULL::INTEGER AS code FROM {source}"
+    sql = f"SELECT {', '.join(map(ident, cols))}, NULL::INTEGER AS code FROM {source}"
     pending: list[tuple[int, Rule]] = []
 
     def select_list(i: int, code: str) -> str:
-        return ", ".join([*map(_ident, base + keep_after(i)), f"{code} AS code"])
+        return ", ".join([*map(ident, base + keep_after(i)), f"{code} AS code"])
 
     def flush(sql: str) -> str:
         if not pending:
             return sql
         last = pending[-1][0]
-        whens = [(i, _failure_in(r, run)) for i, r in pending]
+        whens = [(i, failure_in(r, run)) for i, r in pending]
         whens = " ".join(f"WHEN {f} THEN {i}" for i, f in whens if f is not None)
         pending.clear()
         code = f"coalesce(code, CASE {whens} END)" if whens else "code"
@@ -187,9 +190,9 @@ def codes_sql(rules: list[Rule], *, extra: Sequence[str] = (), run: Run | None =
             pending.append((i, rule))
             continue
         sql = flush(sql)
-        col = _ident(rule.signal)
+        col = ident(rule.signal)
         if rule.signal in sized:
-            n = _ident(f"_n_{rule.signal}")
+            n = ident(f"_n_{rule.signal}")
             sql = (f"WITH prev AS MATERIALIZED ({sql}) "
                    f"SELECT {select_list(i, f'CASE WHEN code IS NULL AND {col} IS NULL THEN {i} ELSE code END')} "
                    f"FROM prev WHERE NOT (code IS NULL AND {n} > 1 AND {col} IS NOT NULL) "
@@ -201,61 +204,24 @@ def codes_sql(rules: list[Rule], *, extra: Sequence[str] = (), run: Run | None =
     return flush(sql)
 
 
-def _reason_of(rules: list[Rule]) -> str:
+def reason_of(rules: list[Rule]) -> str:
     """SQL mapping a code to its drop reason.
 
-    >>> print(_reason_of([Rule("gopher_quality", "gq_words", ">=", 50, "too_short"),
+    >>> print(reason_of([Rule("gopher_quality", "gq_words", ">=", 50, "too_short"),
     ...                   Rule("language", "lang", "in", ("en",), "other_language")]))
     (['gopher_quality.too_short', 'language.other_language'])[code + 1]
     """
     if not rules:
         return "NULL::VARCHAR"
-    return f"([{', '.join(_q(r.drop_reason) for r in rules)}])[code + 1]"
+    return f"([{', '.join(quote(r.drop_reason) for r in rules)}])[code + 1]"
 
 
-def _rules(r: Run, config: Config) -> list[Rule]:
+def rules_of(r: Run, config: Config) -> list[Rule]:
     """The config's rules for this run; a batch run only answers for the thresholds it ran with
     (it skipped the later stages' signals of the documents it dropped)."""
     rules = ruleset(config, r.stats())
-    _check_columns(r, list(dict.fromkeys(c for x in rules for c in x.columns)))
+    check_columns(r, list(dict.fromkeys(c for x in rules for c in x.columns)))
     if r.config is not None and r.config.mode == "batch" and ruleset(r.config) != rules:
         raise RunStateError(f"{r.layout.root} is a batch run: it answers only for the thresholds it ran with; "
                             "run the inputs with mode: explore to move thresholds afterwards")
     return rules
-
-
-def funnel_filter_shape_sql(rules: list[Rule]) -> str:
-    """The funnel as one ``FILTER`` aggregate per stage over cumulative predicates.
-
-    Kept only as the measured alternative to ``funnel``'s single GROUP BY over the computed first
-    failing rule (``bench/funnel_query.py`` times both; the GROUP BY shape is the one used).
-    A group rule becomes a window partitioned by its signal and by "alive before this stage"; the
-    near-dedup rule (components over edges, not SQL) is left out.
-
-    >>> rules = [Rule("gopher_quality", "gq_words", ">=", 50, "too_short"),
-    ...          Rule("exact_dedup", "content_hash", "first_in_group", None, "duplicate")]
-    >>> print(funnel_filter_shape_sql(rules))  # doctest: +NORMALIZE_WHITESPACE
-    SELECT count(*) FILTER (WHERE TRUE AND NOT (coalesce("gq_words" >= 50, FALSE))) AS "gopher_quality",
-      count(*) FILTER (WHERE TRUE AND coalesce("gq_words" >= 50, FALSE)
-        AND NOT (("content_hash" IS NOT NULL AND _rn0 = 1))) AS "exact_dedup"
-    FROM (SELECT "doc_id", "gq_words", "content_hash", row_number() OVER (PARTITION BY "content_hash",
-      (TRUE AND coalesce("gq_words" >= 50, FALSE)) ORDER BY doc_id) AS _rn0 FROM signals)
-    """
-    stages = list(dict.fromkeys(r.stage for r in rules))
-    cols = list(dict.fromkeys(["doc_id", *(c for r in rules for c in r.columns)]))
-    alive = "TRUE"
-    aggs, windows = [], []
-    for stage in stages:
-        conds = []
-        for r in (x for x in rules if x.stage == stage and x.op != "first_in_cluster"):  # near dedup: not SQL
-            if r.op == "first_in_group":
-                w = f"_rn{len(windows)}"
-                windows.append(f"row_number() OVER (PARTITION BY {_ident(r.signal)}, ({alive}) ORDER BY doc_id) AS {w}")
-                conds.append(f"({_ident(r.signal)} IS NOT NULL AND {w} = 1)")
-            else:
-                conds.append(predicate(r))
-        passes = " AND ".join(conds) if conds else "TRUE"
-        aggs.append(f"count(*) FILTER (WHERE {alive} AND NOT ({passes})) AS {_ident(stage)}")
-        alive = f"{alive} AND {passes}"
-    inner = f"SELECT {', '.join(map(_ident, cols))}{''.join(', ' + w for w in windows)} FROM signals"
-    return f"SELECT {', '.join(aggs)} FROM ({inner})"

@@ -49,10 +49,11 @@ import pyarrow.compute as pc
 from lab.config import Config
 from lab.errors import ConfigError
 from lab.io.schema import numeric_signals, signals_schema
-from lab.query.compile import _failure_in, _literal, _rules, codes_sql
-from lab.query.funnels import INCREMENTAL_SHARE, _changed, _shifted
-from lab.query.neardup import _with_near
-from lab.query.run import Run, _arrow, _ident, open_run
+from lab.query.compile import failure_in, literal, rules_of, codes_sql
+from lab.query.funnels import INCREMENTAL_SHARE, changed_rules, shift_counts
+from lab.query.neardup import with_near
+from lab.query.run import Run, open_run
+from lab.query.sql import ident, to_arrow
 from lab.query.codes import of as codes_of
 from lab.query.browse import changes
 from lab.rules import LANG, Rule
@@ -91,7 +92,7 @@ def _signal_stats(r: Run, signal: str) -> tuple[float | None, float | None, floa
         hit = _stats.get(key)
         if hit is not None and hit[0] is r:
             return hit[1]
-    col = _ident(signal)
+    col = ident(signal)
     row = r.cursor().execute(f"SELECT min({col})::DOUBLE, max({col})::DOUBLE, quantile_disc({col}, {TAIL_Q})::DOUBLE, "
                              f"quantile_disc({col}, {1 - TAIL_Q})::DOUBLE FROM signals").fetchall()[0]
     with _stats_lock:
@@ -225,7 +226,7 @@ def histogram(run: str | Path | Run, config: Config, signal: str, *, bins: int =
     """
     r = open_run(run)
     _check_signal(r, signal)
-    rules = _rules(r, config)
+    rules = rules_of(r, config)
     stage = _thresholding_stage(rules, signal, stage)
     edges = bin_edges(r, signal, bins=bins, log_x=log_x, lo=lo, hi=hi)
     default = lo is None and hi is None and log_x is None
@@ -239,7 +240,7 @@ def histograms(run: str | Path | Run, config: Config, signals: list[str], *, bin
     open card asks for all of its histograms at once). ``lang``: over the documents of that language
     only (the ``lang`` signal; the bins stay the run's, so languages compare on one axis)."""
     r = open_run(run)
-    rules = _rules(r, config)
+    rules = rules_of(r, config)
     by_stage: dict[str | None, dict[str, list[float]]] = {}
     for signal in dict.fromkeys(signals):
         _check_signal(r, signal)
@@ -271,8 +272,8 @@ def _bin_column(r: Run, signal: str, edges: list[float]) -> str | None:
         if name is None:
             name = f"_bin{len(r.binned)}_{signal}"
             cur = r.cursor()
-            cur.execute(f"ALTER TABLE signals ADD COLUMN {_ident(name)} USMALLINT")
-            cur.execute(f"UPDATE signals SET {_ident(name)} = {_bin_sql(_ident(signal), edges)}")
+            cur.execute(f"ALTER TABLE signals ADD COLUMN {ident(name)} USMALLINT")
+            cur.execute(f"UPDATE signals SET {ident(name)} = {_bin_sql(ident(signal), edges)}")
             r.binned[key] = name
     return name
 
@@ -293,12 +294,12 @@ def _histograms(r: Run, rules: list[Rule], stage: str | None, edges_of: dict[str
     new counts are the old ones minus those rows' counts under the old rules plus under the new.
     ``lang``: only that language's documents (counted whole, not incrementally)."""
     tok = "n_tokens" in r.columns
-    of_lang = f"{_ident(LANG)} = {_literal(lang)}" if lang is not None else "TRUE"
+    of_lang = f"{ident(LANG)} = {literal(lang)}" if lang is not None else "TRUE"
     cur = r.cursor()
     signals = list(edges_of)
     bin_cols = {s: _bin_column(r, s, edges_of[s]) if binned else None for s in signals}
-    bins = {s: _ident(bin_cols[s]) if bin_cols[s] else _bin_sql(_ident(s), edges_of[s]) for s in signals}
-    sig_cols = ", ".join(map(_ident, [*signals, *(c for c in bin_cols.values() if c)]))
+    bins = {s: ident(bin_cols[s]) if bin_cols[s] else _bin_sql(ident(s), edges_of[s]) for s in signals}
+    sig_cols = ", ".join(map(ident, [*signals, *(c for c in bin_cols.values() if c)]))
     c = codes_of(r) if binned else None
     if c is not None:  # in memory: counted from each document's code (lab.query.codes)
         mine = [[x for x in rules if x.stage == stage and x.signal == s and x.op in _THRESHOLD_OPS] for s in signals]
@@ -315,17 +316,17 @@ def _histograms(r: Run, rules: list[Rule], stage: str | None, edges_of: dict[str
         mines = "".join(f", ({_fails_mine(r, rules, first, last, s)}) AS _mine{i}" for i, s in enumerate(signals))
         extra = [*signals, *(c for c in bin_cols.values() if c), *(["n_tokens"] if tok else []),
                  *([LANG] if lang is not None and LANG not in signals else [])]
-        coded = _with_near(r, cur, rules, codes_sql(rules, extra=extra, run=r))
+        coded = with_near(r, cur, rules, codes_sql(rules, extra=extra, run=r))
         src = (f"SELECT {sig_cols}, bytes{', n_tokens' if tok else ''}, code BETWEEN {first} AND {last} AS _dropped"
                f"{mines} FROM ({coded}) WHERE (code IS NULL OR code >= {first}) AND {of_lang}")
         return _frames(_aggregate(cur, src, signals, bins, tok), signals, edges_of, tok)
     # per-document rules up to the stage: reaching it and being dropped are conditions on one row
-    cols = ", ".join(map(_ident, dict.fromkeys([*signals, *(c for c in bin_cols.values() if c), "bytes",
+    cols = ", ".join(map(ident, dict.fromkeys([*signals, *(c for c in bin_cols.values() if c), "bytes",
                                                 *(["n_tokens"] if tok else [])])))
 
     def src_of(prefix: list[Rule], table: str = "signals") -> str:
-        before = " OR ".join(f for f in (_failure_in(x, r) for x in prefix[:first]) if f is not None) or "FALSE"
-        here = " OR ".join(f for f in (_failure_in(x, r) for x in prefix[first:]) if f is not None) or "FALSE"
+        before = " OR ".join(f for f in (failure_in(x, r) for x in prefix[:first]) if f is not None) or "FALSE"
+        here = " OR ".join(f for f in (failure_in(x, r) for x in prefix[first:]) if f is not None) or "FALSE"
         mines = "".join(f", ({_fails_mine(r, prefix, first, last, s)}) AS _mine{i}" for i, s in enumerate(signals))
         return f"SELECT {cols}, ({here}) AS _dropped{mines} FROM {table} WHERE NOT ({before}) AND {of_lang}"
 
@@ -338,7 +339,7 @@ def _histograms(r: Run, rules: list[Rule], stage: str | None, edges_of: dict[str
         for old, counts in known[:4]:
             if len(old) != len(prefix):
                 continue
-            conds = [_changed(a, b) for a, b in zip(old, prefix)]
+            conds = [changed_rules(a, b) for a, b in zip(old, prefix)]
             if any(c is None for c in conds):
                 continue
             moved = " OR ".join(c for c in conds if c != "FALSE") or "FALSE"
@@ -349,8 +350,8 @@ def _histograms(r: Run, rules: list[Rule], stage: str | None, edges_of: dict[str
             need = [c for c in dict.fromkeys([*signals, *(c for c in bin_cols.values() if c), "bytes",
                                               *(["n_tokens"] if tok else []), *(c for x in (*old, *prefix) for c in x.columns)])
                     if c in r.columns or c in bin_cols.values()]
-            cur.register("_hist_moved", _arrow(cur.sql(f"SELECT {', '.join(map(_ident, need))} FROM signals WHERE {moved}")))
-            raw = _shifted(counts, _aggregate(cur, src_of(list(old), "_hist_moved"), signals, bins, tok),
+            cur.register("_hist_moved", to_arrow(cur.sql(f"SELECT {', '.join(map(ident, need))} FROM signals WHERE {moved}")))
+            raw = shift_counts(counts, _aggregate(cur, src_of(list(old), "_hist_moved"), signals, bins, tok),
                           _aggregate(cur, src_of(prefix, "_hist_moved"), signals, bins, tok))
             cur.unregister("_hist_moved")
             break
@@ -368,7 +369,7 @@ def _histograms(r: Run, rules: list[Rule], stage: str | None, edges_of: dict[str
 def _fails_mine(r: Run, rules: list[Rule], first: int, last: int, signal: str) -> str:
     """SQL: the row fails one of the stage's (``rules[first:last+1]``) thresholds on ``signal``."""
     mine = [x for x in rules[first:last + 1] if x.signal == signal and x.op in _THRESHOLD_OPS]
-    return " OR ".join(f for f in (_failure_in(x, r) for x in mine) if f is not None) or "FALSE"
+    return " OR ".join(f for f in (failure_in(x, r) for x in mine) if f is not None) or "FALSE"
 
 
 def _aggregate(cur, src: str, signals: list[str], bins: dict[str, str], tok: bool) -> dict:
@@ -415,7 +416,7 @@ def change(run: str | Path | Run, before: Config, after: Config) -> dict[str, di
         if not isinstance(c, Config):
             raise ConfigError(f"{name} must be a lab.config.Config, not {type(c).__name__}")
     r = open_run(run)
-    rb, ra = _rules(r, before), _rules(r, after)
+    rb, ra = rules_of(r, before), rules_of(r, after)
     tok = "n_tokens" in r.columns
     if rb == ra:
         z = {"docs": 0, "bytes": 0, "tokens": 0 if tok else None}

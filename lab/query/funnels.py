@@ -17,25 +17,12 @@ import polars as pl
 from lab.config import Config
 from lab.errors import ConfigError
 from lab.io.schema import numeric_signals
-from lab.query.codes import _shift as _shifted
+from lab.query.codes import shift_counts
 from lab.query.codes import of as codes_of
-from lab.query.compile import _check_columns, _failure_in, _literal, _reason_of, _rules, codes_sql
-from lab.query.neardup import _apply_near, _with_near, _without_near
-from lab.query.run import (
-    FUNNEL_STAGES,
-    GROUP_BY,
-    INGEST,
-    MEMO_FUNNELS,
-    SAMPLE_RANK,
-    SAMPLE_SEED,
-    SAMPLE_WINDOWS,
-    Run,
-    _arrow,
-    _ident,
-    _q,
-    _sample_order,
-    open_run,
-)
+from lab.query.compile import check_columns, failure_in, literal, reason_of, rules_of, codes_sql
+from lab.query.neardup import apply_near, with_near, without_near
+from lab.query.run import FUNNEL_STAGES, GROUP_BY, INGEST, MEMO_FUNNELS, SAMPLE_RANK, SAMPLE_SEED, SAMPLE_WINDOWS, Run, open_run, sample_order
+from lab.query.sql import ident, quote, to_arrow
 from lab.rules import COMPARISONS, LANG, Rule
 from lab.stages import STAGE_NAMES, STAGES
 
@@ -57,12 +44,12 @@ def funnel(run: str | Path | Run, config: Config, *, by: str | None = None, refr
     if by is not None and by not in GROUP_BY:
         raise ConfigError(f"funnel by={by!r} is not allowed: must be one of {', '.join(GROUP_BY)} or None")
     r = open_run(run, refresh=refresh)
-    rules = _rules(r, config)
+    rules = rules_of(r, config)
     cur = r.cursor()
     stage_of = [x.stage for x in rules]
-    counts = _counts_in_memory(r, rules, by)
+    counts = counts_in_memory(r, rules, by)
     if counts is None:
-        counts = _apply_near(r, rules, by, code_counts(r, _without_near(rules), by))
+        counts = apply_near(r, rules, by, code_counts(r, without_near(rules), by))
     rej_key = "source" if by == "source" else "NULL::VARCHAR"
     rejected = cur.execute(f"SELECT {rej_key} AS grp, count(*), coalesce(sum(raw_bytes), 0) FROM rejects GROUP BY ALL").fetchall()
 
@@ -107,8 +94,8 @@ def _with_raw_bytes(r: Run, rules: list[Rule], by: str | None, df: pl.DataFrame,
     if "raw_bytes" not in r.columns:  # a run made before raw bytes had their own column
         return df
     cur = r.cursor()
-    key = _ident(by) if by else "NULL::VARCHAR"
-    sql = _with_near(r, cur, rules, codes_sql(rules, extra=["raw_bytes", *([by] if by else [])], run=r))
+    key = ident(by) if by else "NULL::VARCHAR"
+    sql = with_near(r, cur, rules, codes_sql(rules, extra=["raw_bytes", *([by] if by else [])], run=r))
     dropped: dict[tuple, int] = {}
     stage_of = [x.stage for x in rules]
     for grp, code, n in cur.execute(f"SELECT {key}, code, coalesce(sum(raw_bytes), 0) FROM ({sql}) GROUP BY ALL").fetchall():
@@ -149,15 +136,15 @@ def _untokenized(r: Run, df: pl.DataFrame) -> pl.DataFrame:
         tokens_retention=pl.when(before).then(pl.lit(None, dtype=pl.Float64)).otherwise(pl.col("tokens_retention")))
 
 
-def _counts_in_memory(r: Run, rules: list[Rule], by: str | None) -> dict | None:
+def counts_in_memory(r: Run, rules: list[Rule], by: str | None) -> dict | None:
     """In memory: the funnel's counts from each document's code (``lab.query.codes``); None: ask SQL."""
     c = codes_of(r)
     return None if c is None else c.funnel_counts(rules, by)
 
 
-def _counts(cur, rules: list[Rule], by: str | None, run: Run, source: str = "signals") -> dict:
+def sql_counts(cur, rules: list[Rule], by: str | None, run: Run, source: str = "signals") -> dict:
     """(group, code) -> [docs, bytes, tokens] (tokens 0 when the run has no token counts)."""
-    key = _ident(by) if by else "NULL::VARCHAR"
+    key = ident(by) if by else "NULL::VARCHAR"
     tokens = "n_tokens" in run.columns
     extra = ([by] if by else []) + (["n_tokens"] if tokens else [])
     sql = codes_sql(rules, extra=extra, run=run, source=source)
@@ -166,14 +153,24 @@ def _counts(cur, rules: list[Rule], by: str | None, run: Run, source: str = "sig
         f"SELECT {key} AS grp, code, count(*), coalesce(sum(bytes), 0), {tok} FROM ({sql}) GROUP BY ALL").fetchall()}
 
 
-def _changed(old: Rule, new: Rule) -> str | None:
+def warm(r: Run) -> None:
+    """In memory, an explore run's funnel under its own config computed once and remembered: the first
+    slider move is then answered incrementally."""
+    if r.memo is None or r.config is None or r.config.mode != "explore":
+        return
+    rules = rules_of(r, r.config)
+    if counts_in_memory(r, rules, None) is None:
+        code_counts(r, without_near(rules), None)
+
+
+def changed_rules(old: Rule, new: Rule) -> str | None:
     """SQL condition on the documents whose outcome of this rule differs between ``old`` and ``new``
     (the same rule at another threshold), or None when the change is not a threshold move. With
     per-language thresholds, each language listed in either rule (and every other language together)
     is compared at its own pair of thresholds.
 
     >>> a = Rule("gopher_quality", "gq_stop_words", ">=", 2, "too_few_stop_words")
-    >>> print(_changed(a, Rule("gopher_quality", "gq_stop_words", ">=", 2, "too_few_stop_words", (("de", 3),))))
+    >>> print(changed_rules(a, Rule("gopher_quality", "gq_stop_words", ">=", 2, "too_few_stop_words", (("de", 3),))))
     (("lang" = 'de' AND ("gq_stop_words" >= 2 AND "gq_stop_words" < 3)))
     """
     if (old.stage, old.signal, old.op, old.reason) != (new.stage, new.signal, new.op, new.reason):
@@ -184,24 +181,24 @@ def _changed(old: Rule, new: Rule) -> str | None:
         return None
     if old.by_lang or new.by_lang:
         langs = sorted({lang for lang, _ in (*old.by_lang, *new.by_lang)})
-        lang = _ident(LANG)
+        lang = ident(LANG)
         parts = []
         for code in langs:
-            c = _changed(Rule(old.stage, old.signal, old.op, old.value_for(code), old.reason),
+            c = changed_rules(Rule(old.stage, old.signal, old.op, old.value_for(code), old.reason),
                          Rule(new.stage, new.signal, new.op, new.value_for(code), new.reason))
             if c != "FALSE":
-                parts.append(f"({lang} = {_literal(code)} AND {c})")
-        c = _changed(Rule(old.stage, old.signal, old.op, old.value, old.reason),
+                parts.append(f"({lang} = {literal(code)} AND {c})")
+        c = changed_rules(Rule(old.stage, old.signal, old.op, old.value, old.reason),
                      Rule(new.stage, new.signal, new.op, new.value, new.reason))
         if c != "FALSE":
-            parts.append(f"(({lang} IS NULL OR {lang} NOT IN ({', '.join(map(_literal, langs))})) AND {c})")
+            parts.append(f"(({lang} IS NULL OR {lang} NOT IN ({', '.join(map(literal, langs))})) AND {c})")
         return f"({' OR '.join(parts)})" if parts else "FALSE"
-    col, lo, hi = _ident(old.signal), min(old.value, new.value), max(old.value, new.value)
+    col, lo, hi = ident(old.signal), min(old.value, new.value), max(old.value, new.value)
     if old.op == ">=":  # passes iff x >= v: the outcome differs for lo <= x < hi
-        return f"({col} >= {_literal(lo)} AND {col} < {_literal(hi)})"
+        return f"({col} >= {literal(lo)} AND {col} < {literal(hi)})"
     if old.op == "<=":  # passes iff x <= v: differs for lo < x <= hi
-        return f"({col} > {_literal(lo)} AND {col} <= {_literal(hi)})"
-    return f"{col} IN ({_literal(lo)}, {_literal(hi)})"
+        return f"({col} > {literal(lo)} AND {col} <= {literal(hi)})"
+    return f"{col} IN ({literal(lo)}, {literal(hi)})"
 
 
 def code_counts(r: Run, rules: list[Rule], by: str | None) -> dict:
@@ -215,7 +212,7 @@ def code_counts(r: Run, rules: list[Rule], by: str | None) -> dict:
     """
     cur = r.cursor()
     if r.memo is None:
-        return _counts(cur, rules, by, r)
+        return sql_counts(cur, rules, by, r)
     key = (by, tuple(rules))
     with r.lock:
         if key in r.memo:
@@ -224,7 +221,7 @@ def code_counts(r: Run, rules: list[Rule], by: str | None) -> dict:
         candidates = [(k, v) for k, v in reversed(r.memo.items()) if k[0] == by and len(k[1]) == len(rules)]
     result = None
     for (_, old_rules), old_counts in candidates[:4]:
-        conds = [_changed(a, b) for a, b in zip(old_rules, rules)]
+        conds = [changed_rules(a, b) for a, b in zip(old_rules, rules)]
         if any(c is None for c in conds):
             continue
         moved = " OR ".join(c for c in conds if c != "FALSE") or "FALSE"
@@ -233,7 +230,7 @@ def code_counts(r: Run, rules: list[Rule], by: str | None) -> dict:
             continue
         where = f"({moved})"
         for g in (x for x in rules if x.op == "first_in_group"):
-            col = _ident(g.signal)
+            col = ident(g.signal)
             where += f" OR {col} IN (SELECT {col} FROM signals WHERE ({moved}) AND {col} IS NOT NULL)"
         # R is small: read it once, only the columns the two evaluations need, and register it with
         # this cursor (a temp table of it measured ~50 ms more at 1M rows than reading it to Arrow)
@@ -241,12 +238,12 @@ def code_counts(r: Run, rules: list[Rule], by: str | None) -> dict:
                                           *(c for x in (*old_rules, *rules) for c in x.columns),
                                           *(f"_n_{x.signal}" for x in rules if x.op == "first_in_group")])
                 if c in r.columns]
-        cur.register("_moved", _arrow(cur.sql(f"SELECT {', '.join(map(_ident, need))} FROM signals WHERE {where}")))
-        result = _shifted(old_counts, _counts(cur, list(old_rules), by, r, "_moved"), _counts(cur, rules, by, r, "_moved"))
+        cur.register("_moved", to_arrow(cur.sql(f"SELECT {', '.join(map(ident, need))} FROM signals WHERE {where}")))
+        result = shift_counts(old_counts, sql_counts(cur, list(old_rules), by, r, "_moved"), sql_counts(cur, rules, by, r, "_moved"))
         cur.unregister("_moved")
         break
     if result is None:
-        result = _counts(cur, rules, by, r)
+        result = sql_counts(cur, rules, by, r)
     with r.lock:
         r.memo[key] = result
         while len(r.memo) > MEMO_FUNNELS:
@@ -266,18 +263,18 @@ def prepare(run: str | Path | Run, signals: Sequence[str]) -> None:
 def drop_reasons(run: str | Path | Run, config: Config) -> pl.DataFrame:
     """doc_id -> reason (NULL = kept) for every document of the run under ``config``."""
     r = open_run(run)
-    rules = _rules(r, config)
+    rules = rules_of(r, config)
     cur = r.cursor()
-    return cur.sql(f"SELECT doc_id, {_reason_of(rules)} AS reason FROM ({_with_near(r, cur, rules, codes_sql(rules, run=r))}) "
+    return cur.sql(f"SELECT doc_id, {reason_of(rules)} AS reason FROM ({with_near(r, cur, rules, codes_sql(rules, run=r))}) "
                    "ORDER BY doc_id").pl()
 
 
 def reason_counts(run: str | Path | Run, config: Config) -> pl.DataFrame:
     """Documents and bytes dropped per ``stage.reason``, in funnel order of stages."""
     r = open_run(run)
-    rules = _rules(r, config)
+    rules = rules_of(r, config)
     cur = r.cursor()
-    rows = cur.execute(f"SELECT code, count(*), sum(bytes) FROM ({_with_near(r, cur, rules, codes_sql(rules, run=r))}) "
+    rows = cur.execute(f"SELECT code, count(*), sum(bytes) FROM ({with_near(r, cur, rules, codes_sql(rules, run=r))}) "
                        "WHERE code IS NOT NULL GROUP BY code ORDER BY code").fetchall()
     return pl.DataFrame({"reason": [rules[c].drop_reason for c, _, _ in rows], "docs": [d for _, d, _ in rows],
                          "bytes": [int(b) for _, _, b in rows]}, schema={"reason": pl.Utf8, "docs": pl.Int64, "bytes": pl.Int64})
@@ -286,12 +283,12 @@ def reason_counts(run: str | Path | Run, config: Config) -> pl.DataFrame:
 def reason_counts_by_partition(run: str | Path | Run, config: Config) -> pl.DataFrame:
     """Documents and bytes dropped per partition key and ``stage.reason`` (each document counted once)."""
     r = open_run(run)
-    rules = _rules(r, config)
-    src = f"read_parquet({_q(r.layout.glob('signals'))}, filename = true)"
+    rules = rules_of(r, config)
+    src = f"read_parquet({quote(r.layout.glob('signals'))}, filename = true)"
     cur = r.cursor()
     rows = cur.execute(
         f"SELECT regexp_extract(filename, 'part-([^/.]+)\\.parquet$', 1) AS part, code, count(*), sum(bytes) "
-        f"FROM ({_with_near(r, cur, rules, codes_sql(rules, extra=['filename'], source=src))}) WHERE code IS NOT NULL "
+        f"FROM ({with_near(r, cur, rules, codes_sql(rules, extra=['filename'], source=src))}) WHERE code IS NOT NULL "
         "GROUP BY ALL ORDER BY part, code").fetchall()
     return pl.DataFrame({"partition": [p for p, _, _, _ in rows], "reason": [rules[c].drop_reason for _, c, _, _ in rows],
                          "docs": [d for _, _, d, _ in rows], "bytes": [int(b) for _, _, _, b in rows]},
@@ -320,16 +317,16 @@ def dropped_samples(run: str | Path | Run, config: Config, stage: str, n: int = 
     if n < 0:
         raise ConfigError(f"n={n} is not allowed: must be a count >= 0")
     r = open_run(run)
-    rules = _rules(r, config)
+    rules = rules_of(r, config)
     module = next(m for m in STAGES if m.NAME == stage)
     sig_cols = [c for c in module.SIGNALS if c in r.columns]
-    cols = "".join(f"pick.{_ident(c)}, " for c in sig_cols)
+    cols = "".join(f"pick.{ident(c)}, " for c in sig_cols)
     codes = [i for i, x in enumerate(rules) if x.stage == stage]
     if not codes or n == 0:
         return pl.DataFrame(schema={"doc_id": pl.Int64, "reason": pl.Utf8, "source": pl.Utf8, "text": pl.Utf8})
     cur = r.cursor()
     ranked = seed == SAMPLE_SEED and SAMPLE_RANK in r.columns
-    order = SAMPLE_RANK if ranked else _sample_order(seed)
+    order = SAMPLE_RANK if ranked else sample_order(seed)
     extra = ["source", *sig_cols, *([SAMPLE_RANK] if ranked else [])]  # carried along: no second pass
     last = max(codes)
     windows: Sequence[int | None] = (None,)
@@ -339,7 +336,7 @@ def dropped_samples(run: str | Path | Run, config: Config, stage: str, n: int = 
         # first failing rule, so the rules after the stage (and the dedup window) need no evaluation,
         # and only the documents failing one of the stage's rules can be dropped by it; each is
         # decided alone, so the first rows in sample order are looked at first
-        fails = " OR ".join(f for f in (_failure_in(x, r) for x in rules if x.stage == stage) if f is not None)
+        fails = " OR ".join(f for f in (failure_in(x, r) for x in rules if x.stage == stage) if f is not None)
         rules, fails = rules[:last + 1], fails or "FALSE"
         windows = (*SAMPLE_WINDOWS, None) if ranked else (None,)
     for window in windows:
@@ -347,11 +344,11 @@ def dropped_samples(run: str | Path | Run, config: Config, stage: str, n: int = 
             within = f"{SAMPLE_RANK} < {window} AND " if window is not None else ""
             coded = codes_sql(rules, extra=extra, run=r, source=f"(SELECT * FROM signals WHERE {within}({fails}))")
         else:
-            coded = _with_near(r, cur, rules, codes_sql(rules, extra=extra, run=r))
+            coded = with_near(r, cur, rules, codes_sql(rules, extra=extra, run=r))
         # pick the sample first, then read only its texts
         sql = (f"WITH pick AS (SELECT * FROM ({coded}) WHERE code IN ({', '.join(map(str, codes))}) "
                f"ORDER BY {order} LIMIT {int(n)}) "
-               f"SELECT doc_id, {_reason_of(rules)} AS reason, pick.source, {cols}d.text "
+               f"SELECT doc_id, {reason_of(rules)} AS reason, pick.source, {cols}d.text "
                f"FROM pick LEFT JOIN docs d USING (doc_id) ORDER BY {order}")
         out = cur.sql(sql).pl()
         if out.height == n:
@@ -363,13 +360,13 @@ def signal_histogram(run: str | Path | Run, signal: str, bins: int = 50, *,
                      lo: float | None = None, hi: float | None = None) -> pl.DataFrame:
     """Equal-width histogram of a numeric signal: bin_lo, bin_hi, docs (missing values left out)."""
     r = open_run(run)
-    _check_columns(r, [signal])
+    check_columns(r, [signal])
     if signal not in numeric_signals():
         raise ConfigError(f"signal {signal!r} is not numeric; histograms take one of {', '.join(numeric_signals())}")
     if bins < 1:
         raise ConfigError(f"bins={bins} is not allowed: must be >= 1")
     cur = r.cursor()
-    col = _ident(signal)
+    col = ident(signal)
     mn, mx = cur.execute(f"SELECT min({col})::DOUBLE, max({col})::DOUBLE FROM signals").fetchone()
     lo = mn if lo is None else lo
     hi = mx if hi is None else hi
@@ -389,27 +386,27 @@ def signal_summary(run: str | Path | Run, signal: str, *, by: str | None = None)
     documents, those without a value (``missing``), min, 10th/50th/90th percentile (interpolated), max and
     mean; largest group first. The quality model's score by source: ``signal_summary(run, "qm_score", by="source")``."""
     r = open_run(run)
-    _check_columns(r, [signal])
+    check_columns(r, [signal])
     if signal not in numeric_signals():
         raise ConfigError(f"signal {signal!r} is not numeric; summaries take one of {', '.join(numeric_signals())}")
     if by is not None and by not in GROUP_BY:
         raise ConfigError(f"signal_summary by={by!r} is not allowed: must be one of {', '.join(GROUP_BY)} or None")
-    col = _ident(signal)
-    group = f"{_ident(by)}, " if by else ""
+    col = ident(signal)
+    group = f"{ident(by)}, " if by else ""
     return r.cursor().sql(
         f"SELECT {group}count(*) AS documents, (count(*) - count({col}))::BIGINT AS missing, "
         f"min({col})::DOUBLE AS min, quantile_cont({col}, 0.1)::DOUBLE AS p10, "
         f"quantile_cont({col}, 0.5)::DOUBLE AS p50, quantile_cont({col}, 0.9)::DOUBLE AS p90, "
         f"max({col})::DOUBLE AS max, avg({col})::DOUBLE AS mean FROM signals "
-        + (f"GROUP BY {_ident(by)} ORDER BY documents DESC, {_ident(by)}" if by else "")).pl()
+        + (f"GROUP BY {ident(by)} ORDER BY documents DESC, {ident(by)}" if by else "")).pl()
 
 
 def signal_rows(run: str | Path | Run, columns: Sequence[str] | None = None) -> pl.DataFrame:
     """The signals table (all or some columns), ordered by doc_id."""
     r = open_run(run)
     cols = list(columns) if columns else [c for c in r.columns if not c.startswith("_")]  # not _n_*, _sample_rank
-    _check_columns(r, cols)
-    return r.cursor().sql(f"SELECT {', '.join(map(_ident, cols))} FROM signals ORDER BY doc_id").pl()
+    check_columns(r, cols)
+    return r.cursor().sql(f"SELECT {', '.join(map(ident, cols))} FROM signals ORDER BY doc_id").pl()
 
 
 def reject_rows(run: str | Path | Run) -> pl.DataFrame:
@@ -422,7 +419,7 @@ def signal_ranges(run: str | Path | Run) -> dict[str, tuple[float, float]]:
     if r.ranges is not None:
         return dict(r.ranges)
     num = [c for c in numeric_signals() if c in r.columns]
-    mm = r.cursor().execute(f"SELECT {', '.join(f'min({_ident(c)})::DOUBLE, max({_ident(c)})::DOUBLE' for c in num)} "
+    mm = r.cursor().execute(f"SELECT {', '.join(f'min({ident(c)})::DOUBLE, max({ident(c)})::DOUBLE' for c in num)} "
                             "FROM signals").fetchone()
     return {c: (mm[2 * i], mm[2 * i + 1]) for i, c in enumerate(num) if mm[2 * i] is not None}
 

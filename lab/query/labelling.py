@@ -42,10 +42,11 @@ from lab.config import Config
 from lab.errors import ConfigError, IntegrityError, RunStateError
 from lab.io import labels as label_io
 from lab.io.run import RunLayout
-from lab.query.compile import _reason_of, _rules, codes_sql
+from lab.query.compile import reason_of, rules_of, codes_sql
 from lab.query.funnels import funnel
-from lab.query.neardup import _with_near
-from lab.query.run import Run, _arrow, _ident, _q, open_run
+from lab.query.neardup import with_near
+from lab.query.run import Run, open_run
+from lab.query.sql import ident, quote, to_arrow
 from lab.stages import STAGE_NAMES
 from lab.stats import wilson
 
@@ -97,9 +98,9 @@ def _scan(cur: duckdb.DuckDBPyConnection, d: Path, names: list[str]) -> tuple[li
     """Read label files ``names`` of directory ``d``: (tables of their rows + file, {name: why skipped})."""
     if not names:
         return [], {}
-    files = "[" + ", ".join(_q(str(d / n)) for n in names) + "]"
+    files = "[" + ", ".join(quote(str(d / n)) for n in names) + "]"
     try:
-        t = _arrow(cur.sql(f"SELECT * FROM read_parquet({files}, union_by_name = true, filename = true)"))
+        t = to_arrow(cur.sql(f"SELECT * FROM read_parquet({files}, union_by_name = true, filename = true)"))
         if label_io.compatible(pa.schema([f for f in t.schema if f.name != "filename"])):
             t = t.select([*label_io.SCHEMA.names, "filename"]).rename_columns([*label_io.SCHEMA.names, _FILE])
             return [t.set_column(t.num_columns - 1, _FILE, pc.replace_substring_regex(t[_FILE], r"^.*/", ""))], {}
@@ -125,22 +126,22 @@ def _validate(cur: duckdb.DuckDBPyConnection, t: pa.Table) -> tuple[pa.Table, di
     """The rows of ``t`` that are labels (doc_id, user and time given, label good or bad; a missing
     note is ""), and per file how many were not."""
     cur.register("_new_labels", t)
-    ok = (f"doc_id IS NOT NULL AND label IN ({', '.join(map(_q, LABELS))}) AND trim(coalesce(\"user\", '')) <> '' "
+    ok = (f"doc_id IS NOT NULL AND label IN ({', '.join(map(quote, LABELS))}) AND trim(coalesce(\"user\", '')) <> '' "
           "AND \"time\" IS NOT NULL")
     bad = cur.execute(f"SELECT {_FILE}, count(*) FILTER (WHERE NOT coalesce({ok}, FALSE)), count(*) FROM _new_labels "
                       f"GROUP BY ALL HAVING count(*) FILTER (WHERE NOT coalesce({ok}, FALSE)) > 0").fetchall()
     good = t
     if bad:
-        good = _arrow(cur.sql(f"SELECT * REPLACE (coalesce(note, '') AS note) FROM _new_labels WHERE coalesce({ok}, FALSE)"))
+        good = to_arrow(cur.sql(f"SELECT * REPLACE (coalesce(note, '') AS note) FROM _new_labels WHERE coalesce({ok}, FALSE)"))
     elif t.column("note").null_count:
-        good = _arrow(cur.sql("SELECT * REPLACE (coalesce(note, '') AS note) FROM _new_labels"))
+        good = to_arrow(cur.sql("SELECT * REPLACE (coalesce(note, '') AS note) FROM _new_labels"))
     cur.unregister("_new_labels")
     problems = {f: f"{n} of {total} rows skipped: a label other than {' or '.join(LABELS)}, or no doc_id, user or time"
                 for f, n, total in bad}
     return good.cast(t.schema), problems
 
 
-def _snapshot(run: str | Path | Run) -> _Snapshot:
+def snapshot(run: str | Path | Run) -> _Snapshot:
     """The run's labels as read now: every readable label file's valid rows (cached per process)."""
     r = open_run(run)
     layout = r.layout
@@ -198,19 +199,19 @@ def labels(run: str | Path | Run, *, latest: bool = False) -> pl.DataFrame:
     user, then label, and the last counts. Files that cannot be read are skipped (``label_problems``
     says which and why); no labels yet: an empty frame with the columns.
     """
-    snap = _snapshot(run)
+    snap = snapshot(run)
     cur = open_run(run).cursor()
     cur.register("_labels", snap.rows)
-    cols = ", ".join(_ident(c) for c in label_io.SCHEMA.names)
+    cols = ", ".join(ident(c) for c in label_io.SCHEMA.names)
     last = ("QUALIFY row_number() OVER (PARTITION BY doc_id ORDER BY \"time\" DESC, \"user\" DESC, label DESC, "
             "note DESC) = 1 " if latest else "")
-    t = _arrow(cur.sql(f"SELECT {cols} FROM _labels {last}ORDER BY \"time\", doc_id, \"user\", label, note"))
+    t = to_arrow(cur.sql(f"SELECT {cols} FROM _labels {last}ORDER BY \"time\", doc_id, \"user\", label, note"))
     return pl.from_arrow(t.cast(label_io.SCHEMA))
 
 
 def label_problems(run: str | Path | Run) -> list[str]:
     """Why label files (or rows of them) were skipped: ``"labels/<file>: <why>"``, one per file."""
-    snap = _snapshot(run)
+    snap = snapshot(run)
     return [f"{label_io.DIR}/{n}: {why}" for n, why in sorted(snap.problems.items())]
 
 
@@ -229,17 +230,17 @@ def unknown_doc_ids(run: str | Path | Run, ids: Iterable[int]) -> list[int]:
 def _labelled_codes(r: Run, config: Config, latest: pl.DataFrame) -> pa.Table:
     """doc_id, code (index of the first failing rule of ``config``; NULL: kept), reason, label, user,
     time, note of each labelled document of the run (its latest label)."""
-    rules = _rules(r, config)
+    rules = rules_of(r, config)
     cur = r.cursor()
     cur.register("_latest", latest.to_arrow())
     labelled = "doc_id IN (SELECT doc_id FROM _latest)"
     where = labelled
     for g in dict.fromkeys(x.signal for x in rules if x.op == "first_in_group"):  # a group's other members
-        col, n = _ident(g), _ident(f"_n_{g}")
+        col, n = ident(g), ident(f"_n_{g}")
         shared = f"{n} > 1" if f"_n_{g}" in r.columns else f"{col} IS NOT NULL"  # in memory: group sizes known
         where += f" OR {col} IN (SELECT {col} FROM signals WHERE {labelled} AND {shared})"
-    coded = _with_near(r, cur, rules, codes_sql(rules, run=r, source=f"(SELECT * FROM signals WHERE {where})"))
-    return _arrow(cur.sql(f"SELECT c.doc_id, c.code, {_reason_of(rules)} AS reason, l.label, l.\"user\", l.\"time\", "
+    coded = with_near(r, cur, rules, codes_sql(rules, run=r, source=f"(SELECT * FROM signals WHERE {where})"))
+    return to_arrow(cur.sql(f"SELECT c.doc_id, c.code, {reason_of(rules)} AS reason, l.label, l.\"user\", l.\"time\", "
                           f"l.note FROM ({coded}) c JOIN _latest l USING (doc_id)"))
 
 
@@ -262,7 +263,7 @@ def stage_precision(run: str | Path | Run, config: Config) -> pl.DataFrame:
     dropped = dict(zip(f["stage"], f["docs_dropped"]))
     kept = int(f["docs_out"][-1]) if f.height else 0
     latest = labels(r, latest=True)
-    rules = _rules(r, config)
+    rules = rules_of(r, config)
     counts: dict[str, list[int]] = {}  # stage -> [bad, good]
     if latest.height:
         t = _labelled_codes(r, config, latest)
@@ -289,7 +290,7 @@ def labelled_drops(run: str | Path | Run, config: Config, stage: str, *, label: 
     if label not in LABELS:
         raise ConfigError(f"label={label!r} is not allowed: must be one of {', '.join(LABELS)}")
     r = open_run(run)
-    rules = _rules(r, config)
+    rules = rules_of(r, config)
     latest = labels(r, latest=True).filter(pl.col("label") == label)
     if not latest.height:
         return pl.DataFrame(schema=_DROPS_SCHEMA)

@@ -19,13 +19,14 @@ from lab import mixture as mx
 from lab.config import Config
 from lab.errors import NotReadyError
 from lab.query.funnels import drop_reasons
-from lab.query.neardup import _grid_col
-from lab.query.run import Run, _ident, open_run
+from lab.query.neardup import grid_col
+from lab.query.run import Run, open_run
+from lab.query.sql import ident
 
 
 def _duplicates(r: Run, config: Config) -> pl.DataFrame:
     """doc_id -> the size of its duplicate group (near cluster at the threshold, else exact group, else 1)."""
-    col = _ident(_grid_col(config.stages.near_dedup.threshold))
+    col = ident(grid_col(config.stages.near_dedup.threshold))
     cur = r.cursor()
     has_clusters = "clusters" in {t for (t,) in cur.execute("SHOW TABLES").fetchall()}
     near = (f"LEFT JOIN clusters c ON s.content_hash = c.node LEFT JOIN (SELECT c2.{col} AS cid, count(*) AS n "
@@ -48,7 +49,7 @@ def mixture_rows(run: str | Path | Run, config: Config) -> pl.DataFrame:
     reasons = drop_reasons(r, config)
     kept = reasons.filter(pl.col("reason").is_null()).select("doc_id")
     cols = ["doc_id", "n_tokens", *(c for c in ("lang", "source") if c in m.by), *(["qm_score"] if "quality" in m.by else [])]
-    sig = r.cursor().sql(f"SELECT {', '.join(map(_ident, cols))} FROM signals").pl()
+    sig = r.cursor().sql(f"SELECT {', '.join(map(ident, cols))} FROM signals").pl()
     df = kept.join(sig, on="doc_id", how="left")
     if m.rehydrate:
         df = df.join(_duplicates(r, config), on="doc_id", how="left")

@@ -4,7 +4,7 @@ Near dedup is selection-aware: the candidate edges (``dedup/edges/``) among the 
 before it, at the configured Jaccard threshold, are joined into components
 (``lab.neardup.keep_one_per_cluster``) and one member of each is kept; only the documents that have
 an edge or an exact copy are evaluated (``nd_docs``). ``near_drops`` gives those drops per rules
-(remembered per run), ``_with_near`` applies them to a ``codes_sql`` query and ``_apply_near`` to
+(remembered per run), ``with_near`` applies them to a ``codes_sql`` query and ``apply_near`` to
 funnel counts. ``clusters``/``cluster_members`` browse the clusters precomputed on the grid.
 """
 
@@ -24,8 +24,9 @@ import pyarrow as pa
 from lab import neardup
 from lab.config import Config
 from lab.errors import ConfigError
-from lab.query.compile import _check_columns, _reason_of, _rules, codes_sql
-from lab.query.run import MEMO_FUNNELS, Run, _arrow, _ident, _q, open_run
+from lab.query.compile import check_columns, reason_of, rules_of, codes_sql
+from lab.query.run import MEMO_FUNNELS, Run, open_run
+from lab.query.sql import ident, quote, to_arrow
 from lab.rules import Rule
 from lab.stages import STAGE_NAMES
 from lab.neardup.forest import GRID
@@ -33,14 +34,14 @@ from lab.neardup.forest import GRID
 # --- near dedup: selection-aware, over the survivors' candidate edges -----------------------------
 
 
-def _near_index(rules: list[Rule]) -> int | None:
+def near_index(rules: list[Rule]) -> int | None:
     return next((i for i, x in enumerate(rules) if x.op == "first_in_cluster"), None)
 
 
-def _edges(r: Run) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def candidate_edges(r: Run) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     with r.lock:
         if r.edges is None:
-            t = _arrow(r.cursor().sql("SELECT u, v, jaccard FROM edges"))
+            t = to_arrow(r.cursor().sql("SELECT u, v, jaccard FROM edges"))
             r.edges = tuple(t.column(c).to_numpy() for c in ("u", "v", "jaccard"))
         return r.edges
 
@@ -61,7 +62,7 @@ def near_drops(run: str | Path | Run, rules: list[Rule]) -> pa.Table:
     r = open_run(run)
     schema = pa.schema([("doc_id", pa.int64()), ("code", pa.int32()), ("bytes", pa.int64()),
                         ("source", pa.string()), ("lang", pa.string()), ("n_tokens", pa.int64())])
-    k = _near_index(rules)
+    k = near_index(rules)
     if k is None:
         return schema.empty_table()
     key = tuple(rules)
@@ -71,10 +72,10 @@ def near_drops(run: str | Path | Run, rules: list[Rule]) -> pa.Table:
             return r.near_memo[key]
     threshold, keep, keep_signal = rules[k].value
     rank = {"lowest_id": "doc_id", "longest": "bytes", "best_signal": keep_signal}[keep]
-    _check_columns(r, [rank, "nd_shingles"])
+    check_columns(r, [rank, "nd_shingles"])
     # with exact dedup before it, one document per node survives: only nodes with an edge can drop any
     exact_first = any(x.op == "first_in_group" and x.signal == "content_hash" for x in rules[:k])
-    if exact_first and not _edges(r)[0].size:
+    if exact_first and not candidate_edges(r)[0].size:
         out = schema.empty_table()
         with r.lock:
             r.near_memo[key] = out
@@ -83,12 +84,12 @@ def near_drops(run: str | Path | Run, rules: list[Rule]) -> pa.Table:
     sql = codes_sql(rules, extra=["content_hash", "nd_shingles", "source", "lang", rank]
                     + (["n_tokens"] if "n_tokens" in r.columns else []), run=r,
                     source="nd_docs" if exact_first else "nd_docs_all")
-    alive = _arrow(r.cursor().sql(f"SELECT doc_id, content_hash, bytes, bytes::DOUBLE AS fbytes, {_ident(rank)}::DOUBLE "
+    alive = to_arrow(r.cursor().sql(f"SELECT doc_id, content_hash, bytes, bytes::DOUBLE AS fbytes, {ident(rank)}::DOUBLE "
                                   f"AS rank, code, source, lang, {ntok} FROM ({sql}) "
                                   f"WHERE (code IS NULL OR code > {k}) AND nd_shingles > 0"))
     doc_ids = alive.column("doc_id").to_numpy()
-    u, v, j = _edges(r)
-    ranks = _near_ranks(keep, alive)
+    u, v, j = candidate_edges(r)
+    ranks = near_ranks(keep, alive)
     dropped = neardup.keep_one_per_cluster(doc_ids, alive.column("content_hash").to_numpy(), ranks, u, v, j, threshold)
     pos = np.searchsorted(doc_ids, dropped, sorter=np.argsort(doc_ids))
     out = alive.take(pa.array(np.argsort(doc_ids)[pos])).select(schema.names).cast(schema)
@@ -99,9 +100,9 @@ def near_drops(run: str | Path | Run, rules: list[Rule]) -> pa.Table:
     return out
 
 
-def _with_near(r: Run, cur: duckdb.DuckDBPyConnection, rules: list[Rule], sql: str) -> str:
+def with_near(r: Run, cur: duckdb.DuckDBPyConnection, rules: list[Rule], sql: str) -> str:
     """``sql`` (a ``codes_sql`` query) with the near_dedup rule's drops applied to ``code``."""
-    k = _near_index(rules)
+    k = near_index(rules)
     if k is None:
         return sql
     cur.register("_nd_drop", near_drops(r, rules).select(["doc_id"]))
@@ -109,9 +110,9 @@ def _with_near(r: Run, cur: duckdb.DuckDBPyConnection, rules: list[Rule], sql: s
             f"THEN {k} ELSE code END AS code) FROM ({sql})")
 
 
-def _apply_near(r: Run, rules: list[Rule], by: str | None, counts: dict) -> dict:
+def apply_near(r: Run, rules: list[Rule], by: str | None, counts: dict) -> dict:
     """Funnel counts without the near_dedup rule -> with it: its drops move to its code."""
-    k = _near_index(rules)
+    k = near_index(rules)
     if k is None:
         return counts
     drops = near_drops(r, rules)
@@ -128,12 +129,12 @@ def _apply_near(r: Run, rules: list[Rule], by: str | None, counts: dict) -> dict
     return {key: v for key, v in out.items() if v[0]}
 
 
-def _without_near(rules: list[Rule]) -> list[Rule]:
+def without_near(rules: list[Rule]) -> list[Rule]:
     """``rules`` with the near_dedup rule's value blanked: what the SQL codes depend on (memo keys)."""
     return [Rule(x.stage, x.signal, x.op, None, x.reason) if x.op == "first_in_cluster" else x for x in rules]
 
 
-def _near_ranks(keep: str, alive: pa.Table) -> np.ndarray:
+def near_ranks(keep: str, alive: pa.Table) -> np.ndarray:
     """The rank ``keep`` orders an alive table's members by (its ``fbytes`` and ``rank`` columns)."""
     return neardup.rank_of(keep, alive.column("fbytes").fill_null(float("nan")).to_numpy(),
                          alive.column("rank").fill_null(float("nan")).to_numpy())
@@ -162,7 +163,7 @@ class PairJaccard(NamedTuple):
     stored: bool  # True: the candidate pair's stored Jaccard (1.0 for exact copies); False: computed from the texts
 
 
-def _grid_col(threshold: float) -> str:
+def grid_col(threshold: float) -> str:
     match = [t for t in GRID if abs(t - threshold) < 1e-9]
     if not match:
         raise ConfigError(f"threshold={threshold!r} is not allowed: clusters are precomputed at "
@@ -173,7 +174,7 @@ def _grid_col(threshold: float) -> str:
 def _members_sql(col: str, extra: Sequence[str] = ()) -> str:
     """Every document of a cluster at grid column ``col``: cluster_id, doc_id, source, lang, bytes,
     content_hash (+ ``extra`` signals). Exact copies share a node, so they are members together."""
-    more = "".join(f", s.{_ident(c)}" for c in dict.fromkeys(extra) if c not in ("doc_id", "source", "lang", "bytes",
+    more = "".join(f", s.{ident(c)}" for c in dict.fromkeys(extra) if c not in ("doc_id", "source", "lang", "bytes",
                                                                                   "content_hash"))
     return (f"SELECT c.{col} AS cluster_id, s.doc_id, s.source, s.lang, s.bytes, s.content_hash{more} "
             f"FROM clusters c JOIN signals s ON s.content_hash = c.node WHERE c.{col} IS NOT NULL")
@@ -243,7 +244,7 @@ def _keep_policy(r: Run, config: Config | None, keep: str | None) -> tuple[str, 
     if keep not in KEEP:
         raise ConfigError(f"keep={keep!r} is not allowed: must be one of {', '.join(KEEP)}")
     if keep == "best_signal":
-        _check_columns(r, [nd.keep_signal])
+        check_columns(r, [nd.keep_signal])
     return keep, nd.keep_signal
 
 
@@ -251,7 +252,7 @@ def _cluster_base(r: Run, col: str, threshold: float, keep: str, keep_signal: st
     """Every cluster at a grid column, unsorted: cluster_id, size, nodes, min/mean Jaccard, sources,
     languages and representative (the member ``keep`` keeps when every member survives)."""
     def compute() -> pl.DataFrame:
-        sig = _ident(keep_signal)
+        sig = ident(keep_signal)
         order = {"lowest_id": "doc_id",
                  "longest": "bytes DESC NULLS LAST, doc_id",
                  # rank_of: a missing (NULL or NaN) signal loses
@@ -287,16 +288,16 @@ def _member_codes(r: Run, cur: duckdb.DuckDBPyConnection, rules: list[Rule], col
     A group rule on another signal would need every document: then the whole run is evaluated."""
     which = f"c.{col} = {int(cluster_id)}" if cluster_id is not None else f"c.{col} IS NOT NULL"
     if not all(x.signal == "content_hash" for x in rules if x.op == "first_in_group"):
-        sql = _with_near(r, cur, rules, codes_sql(rules, extra=["content_hash", *extra], run=r))
+        sql = with_near(r, cur, rules, codes_sql(rules, extra=["content_hash", *extra], run=r))
         return (f"SELECT x.*, c.{col} AS cluster_id FROM ({sql}) x JOIN clusters c ON c.node = x.content_hash "
                 f"WHERE {which}")
     need = [c for c in dict.fromkeys(["doc_id", "bytes", "content_hash", *extra, *(c for x in rules for c in x.columns),
                                       *(f"_n_{x.signal}" for x in rules if x.op == "first_in_group")])
             if c in r.columns]
-    cur.register("_cluster_members", _arrow(cur.sql(
-        f"SELECT {', '.join('s.' + _ident(c) for c in need)}, c.{col} AS cluster_id FROM clusters c "
+    cur.register("_cluster_members", to_arrow(cur.sql(
+        f"SELECT {', '.join('s.' + ident(c) for c in need)}, c.{col} AS cluster_id FROM clusters c "
         f"JOIN signals s ON s.content_hash = c.node WHERE {which}")))
-    return _with_near(r, cur, rules, codes_sql(rules, extra=["content_hash", "cluster_id", *extra], run=r,
+    return with_near(r, cur, rules, codes_sql(rules, extra=["content_hash", "cluster_id", *extra], run=r,
                                                source="_cluster_members"))
 
 
@@ -305,7 +306,7 @@ def _cluster_fates(r: Run, col: str, rules: list[Rule]) -> pl.DataFrame:
     kept, kept_doc_id, dropped_earlier, near_dropped, dropped_later."""
     def compute() -> pl.DataFrame:
         cur = r.cursor()
-        k, e = _near_index(rules), _later_code(rules)
+        k, e = near_index(rules), _later_code(rules)
         near = f"code = {k}" if k is not None else "FALSE"
         return cur.sql(
             f"SELECT cluster_id, count(*) FILTER (WHERE code IS NULL OR code >= {e}) AS alive, "
@@ -320,7 +321,7 @@ def _cluster_fates(r: Run, col: str, rules: list[Rule]) -> pl.DataFrame:
 def _cluster_table(run: str | Path | Run, threshold: float, config: Config | None, keep: str | None,
                    survivors_only: bool) -> pl.DataFrame:
     """Every cluster at ``threshold`` (unsorted) with, under a config, its members' fates."""
-    col = _grid_col(threshold)
+    col = grid_col(threshold)
     r = open_run(run)
     keep, keep_signal = _keep_policy(r, config, keep)
     df = _cluster_base(r, col, threshold, keep, keep_signal)
@@ -329,7 +330,7 @@ def _cluster_table(run: str | Path | Run, threshold: float, config: Config | Non
             raise ConfigError("survivors_only=True needs a config: pass config= (the selection whose earlier stages "
                               "decide which members are alive)")
         return df
-    fates = _cluster_fates(r, col, _rules(r, config))
+    fates = _cluster_fates(r, col, rules_of(r, config))
     df = df.join(fates, on="cluster_id", how="left")
     return df.filter(pl.col("alive") >= 2) if survivors_only else df
 
@@ -385,14 +386,14 @@ def cluster_members(run: str | Path | Run, cluster_id: int, threshold: float = 0
     reason, ``stage.reason``; null when kept) under ``config`` (by default the run's own). The member
     marked kept is the one ``drop_reasons`` keeps. An id that is no cluster at this threshold: no rows.
     """
-    col = _grid_col(threshold)
+    col = grid_col(threshold)
     r = open_run(run)
     if config is None:
         config = r.config if r.config is not None else Config()
-    rules = _rules(r, config)
+    rules = rules_of(r, config)
     cur = r.cursor()
-    status = f"coalesce(([{', '.join(_q(member_status(x.stage)) for x in rules)}])[code + 1], 'kept')" if rules else "'kept'"
-    reason = _reason_of(rules) if rules else "NULL::VARCHAR"
+    status = f"coalesce(([{', '.join(quote(member_status(x.stage)) for x in rules)}])[code + 1], 'kept')" if rules else "'kept'"
+    reason = reason_of(rules) if rules else "NULL::VARCHAR"
     codes = _member_codes(r, cur, rules, col, cluster_id, extra=["source", "lang"])
     return cur.sql(
         f"SELECT m.doc_id, m.source, d.locator, m.lang, m.bytes, m.content_hash, d.url, d.text, {status} AS status, "

@@ -7,7 +7,7 @@ from pathlib import Path
 import polars as pl
 
 from lab.config import Config
-from lab.query.compile import _check_columns
+from lab.query.compile import check_columns
 from lab.query.run import Run, open_run
 
 
@@ -22,7 +22,7 @@ def contamination(run: str | Path | Run, config: Config | None = None) -> pl.Dat
     null unless every one of the set's documents has a token count (none before tokenization; a batch
     run counts only the documents it keeps), never a partial sum."""
     r = open_run(run)
-    _check_columns(r, ["decon_matches", "decon_set", "decon_longest"])
+    check_columns(r, ["decon_matches", "decon_set", "decon_longest"])
     k = _config(r, config).stages.decontamination.min_matches
     tokens = ("CASE WHEN count(n_tokens) = count(*) THEN sum(n_tokens) END::BIGINT" if "n_tokens" in r.columns
               else "NULL::BIGINT")
@@ -36,7 +36,7 @@ def urls(run: str | Path | Run) -> pl.DataFrame:
     """What the url stage saw: documents without a URL (they pass), with one, and per blocklist category
     the documents on it (``LIST/CATEGORY``), in that order."""
     r = open_run(run)
-    _check_columns(r, ["url_present", "url_blocked"])
+    check_columns(r, ["url_present", "url_blocked"])
     rows = r.cursor().execute(
         "SELECT CASE WHEN url_present = 0 THEN 'no URL' WHEN url_blocked <> '' THEN 'blocked: ' || url_blocked "
         "ELSE 'URL, not blocked' END AS what, count(*) AS documents FROM signals GROUP BY ALL").fetchall()
@@ -48,7 +48,7 @@ def urls(run: str | Path | Run) -> pl.DataFrame:
 def top_domains(run: str | Path | Run, n: int = 20) -> pl.DataFrame:
     """The ``n`` registered domains with the most documents: documents and bytes."""
     r = open_run(run)
-    _check_columns(r, ["url_registered_domain"])
+    check_columns(r, ["url_registered_domain"])
     return r.cursor().sql(
         f"SELECT url_registered_domain AS domain, count(*) AS documents, sum(bytes)::BIGINT AS bytes FROM signals "
         f"WHERE url_registered_domain <> '' GROUP BY ALL ORDER BY documents DESC, domain LIMIT {int(n)}").pl()

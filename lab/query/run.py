@@ -10,8 +10,8 @@ Connections: one DuckDB connection per process and run (``open_run``, cached), a
 call, so threads (dashboard sessions) never share a cursor. ``open_run(..., in_memory=True)`` loads
 the signals table into memory for interactive use, with the group sizes of the group rules' signals,
 each row's place in ``dropped_samples``' default order, which columns hold NULLs and the exact range
-of every numeric column (the compiler then leaves out guards no row needs). Also here: the small SQL
-helpers the other modules share (quoting, an empty table of a schema, the sample order).
+of every numeric column (the compiler then leaves out guards no row needs). Also here: the run's
+constants and the order in which samples of drops are taken.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from typing import Any
 
 import duckdb
 import numpy as np
-import pyarrow as pa
 
 from lab import neardup
 from lab.config import Config, load
@@ -34,6 +33,7 @@ from lab.io.schema import numeric_signals
 from lab.io.writers import read_json
 from lab.stages import STAGE_NAMES, STAGES
 from lab.neardup.forest import GRID
+from lab.query.sql import empty_table, ident, quote
 from lab.stats import Summary
 
 # signals of group rules (one survivor per value): the in-memory table precomputes their group sizes
@@ -91,27 +91,9 @@ _runs: dict[tuple[str, bool], Run] = {}
 _lock = threading.Lock()
 
 
-def _sample_order(seed: int) -> str:
+def sample_order(seed: int) -> str:
     """The order in which ``dropped_samples`` takes documents: a seeded hash of the id."""
     return f"hash(doc_id, {int(seed)}), doc_id"
-
-
-def _empty(schema: pa.Schema) -> str:
-    types = {pa.int64(): "BIGINT", pa.int16(): "SMALLINT", pa.float64(): "DOUBLE"}
-    return "(SELECT " + ", ".join(f"NULL::{types[f.type]} AS {_ident(f.name)}" for f in schema) + " LIMIT 0)"
-
-
-def _q(s: str) -> str:
-    return "'" + s.replace("'", "''") + "'"
-
-
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _arrow(rel: duckdb.DuckDBPyRelation) -> pa.Table:
-    out = rel.arrow()
-    return out.read_all() if isinstance(out, pa.RecordBatchReader) else out
 
 
 def open_run(run: str | Path | Run, *, in_memory: bool = False, refresh: bool = False) -> Run:
@@ -131,43 +113,43 @@ def open_run(run: str | Path | Run, *, in_memory: bool = False, refresh: bool = 
         if key in _runs and not refresh:
             return _runs[key]
         con = duckdb.connect()
-        sig = f"read_parquet({_q(layout.glob('signals'))})"
+        sig = f"read_parquet({quote(layout.glob('signals'))})"
         # corpus-level signals, written after the merge (NULL in signals/)
         if layout.boilerplate_done.exists() and any(layout.boilerplate.glob("signal/part-*.parquet")):
-            bp = f"read_parquet({_q(str(layout.boilerplate / 'signal' / 'part-*.parquet'))})"
+            bp = f"read_parquet({quote(str(layout.boilerplate / 'signal' / 'part-*.parquet'))})"
             sig = (f"(SELECT s.* REPLACE (b.bp_line_frac AS bp_line_frac) FROM {sig} s "
                    f"LEFT JOIN (SELECT doc_id, bp_line_frac FROM {bp}) b USING (doc_id))")
         if any(layout.tokenized_dir.glob("part-*.parquet")):  # token counts: the funnel counts tokens too
-            tok = f"read_parquet({_q(str(layout.tokenized_dir / 'part-*.parquet'))})"
+            tok = f"read_parquet({quote(str(layout.tokenized_dir / 'part-*.parquet'))})"
             sig = f"(SELECT s.*, t.n_tokens FROM {sig} s LEFT JOIN (SELECT doc_id, n_tokens FROM {tok}) t USING (doc_id))"
         nullable, ranges = None, None
         if in_memory:
             # group sizes let the dedup window skip singleton groups; NULL-free columns need no NULL guard
-            sizes = "".join(f", count(*) OVER (PARTITION BY {_ident(c)}) AS {_ident('_n_' + c)}" for c in GROUP_SIGNALS)
+            sizes = "".join(f", count(*) OVER (PARTITION BY {ident(c)}) AS {ident('_n_' + c)}" for c in GROUP_SIGNALS)
             # each row's place in dropped_samples' default order, rows stored in that order: a sample is
             # then found among the first rows (zone maps skip the others) instead of sorting them all
-            rank = f", row_number() OVER (ORDER BY {_sample_order(SAMPLE_SEED)}) - 1 AS {SAMPLE_RANK}"
+            rank = f", row_number() OVER (ORDER BY {sample_order(SAMPLE_SEED)}) - 1 AS {SAMPLE_RANK}"
             con.execute(f"CREATE TABLE signals AS SELECT *{sizes}{rank} FROM {sig} ORDER BY {SAMPLE_RANK}")
             names = [r[0] for r in con.execute("DESCRIBE signals").fetchall()]
-            counts = con.execute(f"SELECT {', '.join(f'count(*) - count({_ident(c)})' for c in names)} FROM signals").fetchone()
+            counts = con.execute(f"SELECT {', '.join(f'count(*) - count({ident(c)})' for c in names)} FROM signals").fetchone()
             nullable = frozenset(c for c, n in zip(names, counts) if n)
             num = [c for c in numeric_signals() if c in names]
-            mm = con.execute(f"SELECT {', '.join(f'min({_ident(c)})::DOUBLE, max({_ident(c)})::DOUBLE' for c in num)} "
+            mm = con.execute(f"SELECT {', '.join(f'min({ident(c)})::DOUBLE, max({ident(c)})::DOUBLE' for c in num)} "
                              "FROM signals").fetchone()
             ranges = {c: (mm[2 * i], mm[2 * i + 1]) for i, c in enumerate(num) if mm[2 * i] is not None}
         else:
             con.execute(f"CREATE VIEW signals AS SELECT * FROM {sig}")
         if any((layout.dedup / "edges").glob("bucket-*.parquet")):
-            con.execute(f"CREATE VIEW edges AS SELECT * FROM read_parquet({_q(str(layout.dedup / 'edges' / 'bucket-*.parquet'))})")
+            con.execute(f"CREATE VIEW edges AS SELECT * FROM read_parquet({quote(str(layout.dedup / 'edges' / 'bucket-*.parquet'))})")
         else:
-            con.execute(f"CREATE TABLE edges AS SELECT * FROM {_empty(neardup.EDGE_SCHEMA)}")
+            con.execute(f"CREATE TABLE edges AS SELECT * FROM {empty_table(neardup.EDGE_SCHEMA)}")
         if any((layout.dedup / "exact").glob("bucket-*.parquet")):
             con.execute("CREATE VIEW exact_groups AS SELECT * FROM "
-                        f"read_parquet({_q(str(layout.dedup / 'exact' / 'bucket-*.parquet'))})")
+                        f"read_parquet({quote(str(layout.dedup / 'exact' / 'bucket-*.parquet'))})")
         else:
-            con.execute(f"CREATE TABLE exact_groups AS SELECT * FROM {_empty(neardup.EXACT_SCHEMA)}")
+            con.execute(f"CREATE TABLE exact_groups AS SELECT * FROM {empty_table(neardup.EXACT_SCHEMA)}")
         if layout.clusters.exists():
-            con.execute(f"CREATE VIEW clusters AS SELECT * FROM read_parquet({_q(str(layout.clusters))})")
+            con.execute(f"CREATE VIEW clusters AS SELECT * FROM read_parquet({quote(str(layout.clusters))})")
         else:
             con.execute(f"CREATE TABLE clusters AS SELECT 0::BIGINT AS node, 0::BIGINT AS doc_id, "
                         f"{', '.join(f'NULL::BIGINT AS {neardup.grid_column(t)}' for t in GRID)} LIMIT 0")
@@ -178,19 +160,10 @@ def open_run(run: str | Path | Run, *, in_memory: bool = False, refresh: bool = 
         ends = "content_hash IN (SELECT u FROM edges UNION SELECT v FROM edges)"
         con.execute(f"CREATE {'TABLE' if in_memory else 'VIEW'} nd_docs AS SELECT * FROM signals WHERE {ends}")
         con.execute(f"CREATE VIEW nd_docs_all AS SELECT * FROM signals WHERE {ends} OR {copies}")
-        con.execute(f"CREATE VIEW docs AS SELECT * FROM read_parquet({_q(layout.glob('docs'))})")
-        con.execute(f"CREATE VIEW rejects AS SELECT * FROM read_parquet({_q(layout.glob('rejects'))})")
+        con.execute(f"CREATE VIEW docs AS SELECT * FROM read_parquet({quote(layout.glob('docs'))})")
+        con.execute(f"CREATE VIEW rejects AS SELECT * FROM read_parquet({quote(layout.glob('rejects'))})")
         columns = tuple(r[0] for r in con.execute("DESCRIBE signals").fetchall())
         r = Run(layout, con, columns, nullable, load(layout.config) if layout.config.exists() else None, ranges,
                 OrderedDict() if in_memory else None)
-        if in_memory and r.config is not None and r.config.mode == "explore":
-            # warm the memo with the run's own funnel: the first slider move is then incremental
-            from lab.query.compile import _rules  # the modules that import this one
-            from lab.query.funnels import _counts_in_memory, code_counts
-            from lab.query.neardup import _without_near
-
-            rules = _rules(r, r.config)
-            if _counts_in_memory(r, rules, None) is None:
-                code_counts(r, _without_near(rules), None)
         _runs[key] = r
         return r

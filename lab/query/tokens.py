@@ -18,9 +18,10 @@ from lab.config import Config
 from lab.errors import ConfigError, NotReadyError
 from lab.io.writers import read_json
 from lab.splits import order_and_splits
-from lab.query.compile import _rules, codes_sql
-from lab.query.neardup import _with_near
-from lab.query.run import GROUP_BY, Run, _arrow, _ident, _q, open_run
+from lab.query.compile import rules_of, codes_sql
+from lab.query.neardup import with_near
+from lab.query.run import GROUP_BY, Run, open_run
+from lab.query.sql import ident, quote, to_arrow
 
 
 def tokenizer_sample(run: str | Path | Run, config: Config) -> tuple[list[str], pl.DataFrame]:
@@ -32,13 +33,13 @@ def tokenizer_sample(run: str | Path | Run, config: Config) -> tuple[list[str], 
     the quota is reached (the document that crosses it is included). Partitioning plays no part.
     """
     r = open_run(run)
-    rules = _rules(r, config)
+    rules = rules_of(r, config)
     tc = config.tokenizer
     cur = r.cursor()
-    codes = _with_near(r, cur, rules, codes_sql(rules, extra=["lang", "source"], run=r))
+    codes = with_near(r, cur, rules, codes_sql(rules, extra=["lang", "source"], run=r))
     # the validation and test documents never train the tokenizer: the split of the kept documents first
     # (materialize's, from pack.shuffle_seed, pack.val_fraction and pack.test_fraction), then the sample of the rest
-    kept = np.sort(_arrow(cur.sql(f"SELECT doc_id FROM ({codes}) WHERE code IS NULL")).column("doc_id").to_numpy())
+    kept = np.sort(to_arrow(cur.sql(f"SELECT doc_id FROM ({codes}) WHERE code IS NULL")).column("doc_id").to_numpy())
     order, which = order_and_splits(kept, config.pack.shuffle_seed, config.pack.val_fraction, config.pack.test_fraction)
     cur.register("_val", pa.table({"doc_id": pa.array(kept[order[which != 0]], pa.int64())}))
     sql = (f"WITH k AS (SELECT doc_id, coalesce(lang, '') AS lang, source, bytes, "
@@ -65,7 +66,7 @@ def token_counts(run: str | Path | Run) -> pl.DataFrame:
     if not any(r.layout.tokenized_dir.glob("part-*.parquet")):
         raise NotReadyError(f"{r.layout.root} has no token counts (tokenized/); run `corpus-lab run` with "
                             "tokenizer.enabled: true first")
-    return r.cursor().sql(f"SELECT doc_id, n_tokens, words, continued_words FROM read_parquet({_q(str(files))}) "
+    return r.cursor().sql(f"SELECT doc_id, n_tokens, words, continued_words FROM read_parquet({quote(str(files))}) "
                           "ORDER BY doc_id").pl()
 
 
@@ -91,15 +92,15 @@ def fertility(run: str | Path | Run, by: str = "lang", config: Config | None = N
 
 def _fertility(r: Run, by: str, config: Config | None) -> pl.DataFrame:
     cur = r.cursor()
-    tok = f"read_parquet({_q(str(r.layout.tokenized_dir / 'part-*.parquet'))})"
+    tok = f"read_parquet({quote(str(r.layout.tokenized_dir / 'part-*.parquet'))})"
     keep = ""
     if config is not None:
-        rules = _rules(r, config)
-        cur.register("_kept", _arrow(cur.sql(f"SELECT doc_id FROM ({_with_near(r, cur, rules, codes_sql(rules, run=r))}) "
+        rules = rules_of(r, config)
+        cur.register("_kept", to_arrow(cur.sql(f"SELECT doc_id FROM ({with_near(r, cur, rules, codes_sql(rules, run=r))}) "
                                              "WHERE code IS NULL")))
         keep = "WHERE t.doc_id IN (SELECT doc_id FROM _kept)"
     return cur.sql(
-        f"SELECT s.{_ident(by)}, count(*) AS documents, sum(t.words)::BIGINT AS words, sum(t.n_tokens)::BIGINT AS tokens, "
+        f"SELECT s.{ident(by)}, count(*) AS documents, sum(t.words)::BIGINT AS words, sum(t.n_tokens)::BIGINT AS tokens, "
         f"sum(t.n_tokens) / nullif(sum(t.words), 0) AS tokens_per_word, "
         f"sum(strlen(d.text)) / nullif(sum(t.n_tokens), 0) AS bytes_per_token, "
         f"sum(length(d.text)) / nullif(sum(t.n_tokens), 0) AS chars_per_token, "
@@ -115,7 +116,7 @@ def fertility_comparison(run: str | Path | Run) -> pl.DataFrame:
     p = r.layout.fertility[1]
     if not p.exists():
         raise NotReadyError(f"{p} does not exist: run `corpus-lab fertility {r.layout.root}` first")
-    return r.cursor().sql(f"SELECT * FROM read_parquet({_q(str(p))})").pl()
+    return r.cursor().sql(f"SELECT * FROM read_parquet({quote(str(p))})").pl()
 
 
 def packing(run: str | Path | Run) -> pl.DataFrame:
@@ -149,4 +150,4 @@ def telemetry_steps(run: str | Path | Run, name: str) -> pl.DataFrame:
     if not p.exists():
         raise NotReadyError(f"{p} does not exist; the run's telemetries: "
                             f"{', '.join(f.stem for f in r.layout.telemetry.glob('*.parquet')) or 'none'}")
-    return r.cursor().sql(f"SELECT step, wait_ms, stall FROM read_parquet({_q(str(p))}) ORDER BY step").pl()
+    return r.cursor().sql(f"SELECT step, wait_ms, stall FROM read_parquet({quote(str(p))}) ORDER BY step").pl()

@@ -1,0 +1,33 @@
+"""sql: the small SQL helpers every query module shares: quoting, an empty table of a schema, DuckDB's
+Arrow result as one table.
+
+>>> print(ident("order"), quote("it's"))
+"order" 'it''s'
+"""
+
+from __future__ import annotations
+
+import duckdb
+import pyarrow as pa
+
+
+def quote(s: str) -> str:
+    """A string literal."""
+    return "'" + s.replace("'", "''") + "'"
+
+
+def ident(name: str) -> str:
+    """A quoted identifier (a column named like a keyword, or with quotes in it)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def empty_table(schema: pa.Schema) -> str:
+    """A subquery with ``schema``'s columns and no rows."""
+    types = {pa.int64(): "BIGINT", pa.int16(): "SMALLINT", pa.float64(): "DOUBLE"}
+    return "(SELECT " + ", ".join(f"NULL::{types[f.type]} AS {ident(f.name)}" for f in schema) + " LIMIT 0)"
+
+
+def to_arrow(rel: duckdb.DuckDBPyRelation) -> pa.Table:
+    """A relation's rows as one Arrow table (DuckDB versions return a table or a batch reader)."""
+    out = rel.arrow()
+    return out.read_all() if isinstance(out, pa.RecordBatchReader) else out
