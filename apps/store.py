@@ -23,10 +23,11 @@ from typing import Any
 import param
 import polars as pl
 
-from lab import knobs, labels, neardup, plan, query
+from lab import dedup, knobs, labels, query
 from lab.config import Config, build, dumps, load, to_dict
-from lab.mixture import MixtureConfig
 from lab.errors import ConfigError
+from lab.mixture import MixtureConfig
+from lab.plan import throughput as plan
 from lab.stages import STAGE_NAMES, near_dedup
 
 UNITS = ("docs", "bytes", "tokens")
@@ -452,11 +453,11 @@ class Clusters:
         a, b = self.pair if self.pair and all(x in ids for x in self.pair) else _default_pair(m)
         ta, tb = (m.filter(pl.col("doc_id") == x)["text"][0] for x in (a, b))
         j = query.pair_jaccard(self.sel.run, a, b)
-        return {"a": a, "b": b, "jaccard": j, "ops": neardup.diff(ta, tb)}
+        return {"a": a, "b": b, "jaccard": j, "ops": dedup.diff(ta, tb)}
 
     def s_curve(self) -> tuple[Any, Any]:
         cfg = self.sel.base.stages.near_dedup
-        return neardup.s_curve_points(cfg.bands, cfg.rows)
+        return dedup.s_curve_points(cfg.bands, cfg.rows)
 
     def recall(self) -> float:
         """The expected pair recall at ``at`` with the run's bands x rows: a point of ``s_curve``."""
@@ -516,7 +517,7 @@ class Planner:
 
     def against_run(self, config: Config | None = None) -> dict:
         """The plan of the selection beside the plan of the run's own config, and what differs; the
-        selection's priced (``lab.plan.priced``), a corpus size's days on ``cores``, and the published
+        selection's priced (``lab.plan.throughput.priced``), a corpus size's days on ``cores``, and the published
         funnel ``preset`` for the same target beside it."""
         mine, theirs = self.result(config), self.result(self.sel.base)
         m = self.inputs(config)

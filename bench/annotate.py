@@ -16,10 +16,10 @@ bench/out/docs_en.jsonl from make_docs.py), in one single-threaded process:
   gopher_quality): the first that asks pays for it, the later ones get it free; c4's sentence count
   splits its kept lines through the same chunk cache, so it finds most chunks already split. near_dedup's clock
   holds its MinHash signatures (word shingles + signature); pii's holds its signals and the scrub;
-- tokenize: ``lab.tokenize.encode`` (what a tokenize task runs: ids + continued words; for a
-  fitted byte-level BPE and a call of >= 1M characters, tiktoken over its ranks, ``lab.fast_encode``)
+- tokenize: ``lab.tokens.tokenize.encode`` (what a tokenize task runs: ids + continued words; for a
+  fitted byte-level BPE and a call of >= 1M characters, tiktoken over its ranks, ``lab.tokens.fast_encode``)
   of all texts in one call, with the tokenizer of --run (default runs/sample) loaded as the engine
-  does (``lab.tokenize.load``); the fast encoder's one-off build per process is timed apart;
+  does (``lab.tokens.tokenize.load``); the fast encoder's one-off build per process is timed apart;
 - a table per stage: corpus-lab MB per CPU-second (engine clock, and standalone) next to its
   datatrove counterpart's (bench/out/datatrove_filters.json, "filters" and "steps" sections, from
   ``bench/datatrove_filters.py``) and the ratio;
@@ -48,7 +48,7 @@ from pathlib import Path  # noqa: E402
 
 import pyarrow.parquet as pq  # noqa: E402
 
-from lab import tokenize  # noqa: E402
+from lab.tokens import tokenize  # noqa: E402
 from lab.annotate import CHUNK_DOCS, annotate_docs, new_collectors  # noqa: E402
 from lab.config import Config  # noqa: E402
 from lab.doc import Doc  # noqa: E402
@@ -102,7 +102,7 @@ def engine_clock(cfg: Config, docs: list[Doc]) -> tuple[dict, float]:
 
 
 def tokenize_time(run: Path, texts: list[str]) -> dict:
-    """lab.tokenize.encode of all texts in one call, the engine's tokenizer of ``run``."""
+    """lab.tokens.tokenize.encode of all texts in one call, the engine's tokenizer of ``run``."""
     layout = RunLayout(run)
     if not layout.tokenizer_json.exists():
         return {"skipped": f"no {layout.tokenizer_json}"}

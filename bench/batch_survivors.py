@@ -37,7 +37,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 from lab.io.run import RunLayout
 from lab.io.writers import read_json
-from lab.tokenize import tokenize_partition
+from lab.tokens.tokenize import tokenize_partition
 run = Path(sys.argv[1])
 layout = RunLayout(run)
 sha = read_json(layout.manifest)["tokenizer"]["sha256"]

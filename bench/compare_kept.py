@@ -35,7 +35,7 @@ import polars as pl
 import zstandard
 
 from lab import query
-from lab.neardup.signature import normalize, shingle_hashes
+from lab.dedup.signature import normalize, shingle_hashes
 
 BENCH = Path(__file__).resolve().parent
 CORPUS = BENCH / "out" / "scale"

@@ -192,7 +192,7 @@ def build_run(src: Path, root: Path, rows: int, seed: int = 0, texts: int | None
     """
     if (root / "config.yaml").exists():
         return root
-    from lab import neardup
+    from lab import dedup
 
     lay, s = RunLayout(root), RunLayout(src)
     lay.make()
@@ -238,9 +238,9 @@ def build_run(src: Path, root: Path, rows: int, seed: int = 0, texts: int | None
     jac = rng.integers(56, 113, u.size) / 112
     e = pa.table({"u": nodes[u], "v": nodes[v], "u_doc": ids[first[u]], "v_doc": ids[first[v]],
                   "matches": pa.array((jac * 112).astype(np.int16)), "jaccard_est": jac,
-                  "jaccard_exact": pa.nulls(u.size, pa.float64()), "jaccard": jac}, schema=neardup.EDGE_SCHEMA)
+                  "jaccard_exact": pa.nulls(u.size, pa.float64()), "jaccard": jac}, schema=dedup.EDGE_SCHEMA)
     write_parquet(e, lay.edges(0))
-    neardup.write_clusters(root, neardup.spanning_forest(neardup.Forest(nodes[u], nodes[v], ids[first[u]], ids[first[v]], jac)))
+    dedup.write_clusters(root, dedup.spanning_forest(dedup.Forest(nodes[u], nodes[v], ids[first[u]], ids[first[v]], jac)))
     for f in ("config.yaml", "manifest.json"):
         shutil.copy(src / f, root / f)
     shutil.copy(s.merged_stats, lay.merged_stats)

@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lab.neardup.signature import normalize  # noqa: E402
+from lab.dedup.signature import normalize  # noqa: E402
 from lab.stages import decontamination as dc  # noqa: E402
 
 N = 13

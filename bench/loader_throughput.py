@@ -1,8 +1,8 @@
 """TokenLoader read throughput: tokens/s of one process iterating one stream of a token split.
 
 Writes a split of ~200M uint16 tokens (seq_len 2048, 8 shards of unequal size, random ids,
-two documents per sequence) with ``lab.io.shards.write_shard`` to a temporary directory (or
-``--dir``, reused when it already holds a split of that size), then iterates ``lab.loader
+two documents per sequence) with ``lab.tokens.shards.write_shard`` to a temporary directory (or
+``--dir``, reused when it already holds a split of that size), then iterates ``lab.tokens.loader
 .TokenLoader`` over one epoch of one stream in one single-threaded process:
 
 - ``world1``: world_size 1, num_workers 1 (the stream is the whole epoch);
@@ -18,7 +18,7 @@ are the best of --repeat passes by wall time, with the median CPU time (the mach
 One ``cold`` pass first evicts the split from the page cache with ``posix_fadvise(DONTNEED)``
 (no root needed; the files are clean after ``write_shard``'s fsync), so it reads the disk.
 Loader construction (memory-mapping the shards) is timed apart; the epoch's order is computed
-block by block during the iteration (``lab.loader.FeistelOrder``), so it is inside the figures.
+block by block during the iteration (``lab.tokens.loader.FeistelOrder``), so it is inside the figures.
 ``world1_copy_prefetch4`` is the copy pass with ``prefetch=4`` (a reading thread and a copy of
 every row): the cost of the prefetch machinery when the pages are warm.
 ``reference_fancy_index`` copies the same rows in the same order by numpy fancy indexing in
@@ -45,8 +45,8 @@ from pathlib import Path
 
 import numpy as np
 
-from lab.io.shards import SplitManifest, read_manifest, write_manifest, write_shard
-from lab.loader import TokenLoader, stream_order
+from lab.tokens.shards import SplitManifest, read_manifest, write_manifest, write_shard
+from lab.tokens.loader import TokenLoader, stream_order
 
 SEQ_LEN = 2048
 SHARDS = 8

@@ -6,7 +6,7 @@ in one single-threaded process pinned to one CPU (single_core.one_core(pin=True)
 1. Throughput from raw text to a 112-value signature (normalize, word 5-gram shingles, hash,
    permutations, minimum), each candidate in turn on the same documents; wall time best of --repeat
    passes, CPU time median; docs per CPU-second is the per-core figure. Candidates:
-   - ``corpus-lab``: ``lab.neardup.signature.signature(text, Config())`` (14 bands x 8 rows, seed 1);
+   - ``corpus-lab``: ``lab.dedup.signature.signature(text, Config())`` (14 bands x 8 rows, seed 1);
    - ``datasketch``: ``MinHash(num_perm=112, seed=1)`` (default sha1_hash32, affine32) on
      ``sg.shingles(sg.normalize(text), 5)``: one ``update`` per shingle, one ``update_batch``, ``MinHash.bulk``;
    - ``datatrove`` 0.10.1: ``MinhashDedupSignature.get_signature(get_shingles(text))``, 5-gram, 14 buckets
@@ -48,7 +48,7 @@ import numpy as np
 from datasketch import MinHash
 from single_core import one_core
 
-from lab.neardup import signature as sg
+from lab.dedup import signature as sg
 from lab.stages import near_dedup as nd
 
 BENCH = Path(__file__).resolve().parent

@@ -22,7 +22,7 @@ from pathlib import Path
 from lab import materialize, query
 from lab.config import load
 from lab.io.run import RunLayout
-from lab.io.shards import read_manifest
+from lab.tokens.shards import read_manifest
 from lab.mixture import BucketTarget, MixtureConfig
 
 

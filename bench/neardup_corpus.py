@@ -53,7 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import make_docs
 
-from lab.neardup import signature as sg
+from lab.dedup import signature as sg
 
 PIECE = 400  # max characters of a pool piece
 BOILERPLATE = ["Share this page:", "Click here to subscribe to our newsletter.", "All rights reserved.",

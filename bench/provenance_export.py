@@ -5,10 +5,10 @@
    ``--repeat``, with provenance (as shipped) and with ``write_pieces`` replaced by a no-op (what
    materialize wrote before provenance).
 2. ``write``: a synthetic split of ``--tokens`` uint16 tokens (seq_len 2048, documents of 1..4096
-   tokens packed by ``lab.pack.plan(best_fit)``, shards of 8192 sequences), written shard by shard with
+   tokens packed by ``lab.tokens.pack.plan(best_fit)``, shards of 8192 sequences), written shard by shard with
    ``write_shard`` (tokens, bounds, offsets: the "before") and ``write_pieces`` (the extra write); CPU
    seconds of one process per GB of tokens.
-3. ``export_megatron``: ``lab.export.export_megatron`` of that split: tokens/s and MB/s of .bin.
+3. ``export_megatron``: ``lab.tokens.export.export_megatron`` of that split: tokens/s and MB/s of .bin.
 
     .venv/bin/python bench/provenance_export.py [--tokens 100e6] [--repeat 3] [--dir DIR]
 
@@ -31,8 +31,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from lab import materialize, pack  # noqa: E402
-from lab.io import shards  # noqa: E402
+from lab import materialize  # noqa: E402
+
+from lab.tokens import pack
+from lab.tokens import shards  # noqa: E402
 
 
 def timed(fn):
@@ -110,7 +112,7 @@ def synthetic(base: Path, n_tokens: float, repeat: int) -> dict:
     gb = p.sequences * seq_len * 2 / 1e9
     pieces_bytes = sum(f.stat().st_size for f in split.glob("*.piece*.npy"))
     shard_bytes = sum(f.stat().st_size for f in split.glob("shard-*") if ".piece" not in f.name)
-    from lab.export import export_megatron
+    from lab.tokens.export import export_megatron
 
     ex = []
     for _ in range(repeat):

@@ -8,7 +8,7 @@ imported corpus-lab; its figure is the process's ``VmHWM`` (the kernel's peak re
 minus nothing: what a worker process needs for that task, imports included.
 
 - ``annotate``: ``annotate_partition`` of the first input file into a scratch run directory;
-- ``reduce``: ``neardup.reduce_bucket`` of bucket 0 (the LSH shuffle's reduce; it reads every
+- ``reduce``: ``dedup.reduce_bucket`` of bucket 0 (the LSH shuffle's reduce; it reads every
   partition's bucket-0 records and the signatures of its candidate pairs);
 - ``tokenize``: ``tokenize.tokenize_partition`` of the first partition (rewrites the same bytes);
 - ``scatter`` / ``shard``: materialize's two tasks (the first partition's kept tokens by shard;
@@ -32,7 +32,9 @@ KINDS = ("annotate", "reduce", "tokenize", "scatter", "shard", "clusters")
 TASK = r'''
 import re, shutil, sys, tempfile
 from pathlib import Path
-from lab import config, materialize, neardup, tokenize
+from lab import config, materialize
+from lab import dedup
+from lab.tokens import tokenize
 from lab.annotate import annotate_partition
 from lab.io.partitions import plan
 from lab.io.run import RunLayout
@@ -48,7 +50,7 @@ if kind == "annotate":
     annotate_partition(part, cfg, str(scratch), len(keys))
     shutil.rmtree(scratch)
 elif kind == "reduce":
-    neardup.reduce_bucket(run, 0, keys, cfg.stages.near_dedup)
+    dedup.reduce_bucket(run, 0, keys, cfg.stages.near_dedup)
 elif kind == "tokenize":
     tokenize.tokenize_partition(run, keys[0], read_json(lay.tokenizer_fit)["sha256"])
 elif kind in ("scatter", "shard"):
@@ -59,11 +61,11 @@ elif kind in ("scatter", "shard"):
     else:
         materialize.write_one_shard(run, job.keys, job.shards[0], job.dtype, job.eod, job.pad_id)
 elif kind == "clusters":
-    forests = [neardup.reduce_bucket(run, b, keys, cfg.stages.near_dedup) for b in range(len(keys))]
+    forests = [dedup.reduce_bucket(run, b, keys, cfg.stages.near_dedup) for b in range(len(keys))]
     while len(forests) > 1:
-        forests = [neardup.merge_forests(*forests[i:i + 2]) if i + 1 < len(forests) else forests[i]
+        forests = [dedup.merge_forests(*forests[i:i + 2]) if i + 1 < len(forests) else forests[i]
                    for i in range(0, len(forests), 2)]
-    neardup.write_clusters(run, forests[0])
+    dedup.write_clusters(run, forests[0])
 st = open("/proc/self/status").read()
 print(int(re.search(r"VmHWM:\s+(\d+)", st).group(1)) // 1024)
 '''

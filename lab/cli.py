@@ -357,9 +357,8 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_verify_tokens(args: argparse.Namespace) -> int:
-    from lab import loader
-
     from lab import check
+    from lab.tokens import loader
 
     run_dir = _run_dir(args.run)
     found = check.check(run_dir)  # the tokens are only as current as every step they were made from
@@ -388,7 +387,7 @@ def cmd_verify_tokens(args: argparse.Namespace) -> int:
 def cmd_read_tokens(args: argparse.Namespace) -> int:
     import time as _time
 
-    from lab import loader
+    from lab.tokens import loader
 
     run_dir = _run_dir(args.run)
     ld = loader.TokenLoader(run_dir / "tokens" / args.split, rank=args.rank, world_size=args.world,
@@ -407,7 +406,7 @@ def cmd_read_tokens(args: argparse.Namespace) -> int:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    from lab import provenance
+    from lab.tokens import provenance
 
     t = provenance.trace(_run_dir(args.run), args.split, args.shard, args.seq, args.pos, window=args.window)
     at = f"{args.split} shard {args.shard} sequence {args.seq} position {args.pos}"
@@ -424,7 +423,7 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def cmd_export_megatron(args: argparse.Namespace) -> int:
-    from lab import export
+    from lab.tokens import export
 
     run_dir = _run_dir(args.run)
     out = Path(args.out) / f"{args.split}_text_document"
@@ -437,7 +436,7 @@ def cmd_export_megatron(args: argparse.Namespace) -> int:
 def cmd_fertility(args: argparse.Namespace) -> int:
     import polars as pl
 
-    from lab import fertility
+    from lab.plan import fertility
 
     run_dir = _run_dir(args.run)
     cfg = load(args.config) if args.config else load(run_dir / "config.yaml")

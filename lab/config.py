@@ -27,14 +27,13 @@ from typing import Any, Literal
 
 import yaml
 
-from lab import tokenizer_source
+from lab.errors import ConfigError, IntegrityError
+from lab.fields import check, knob_kind
 from lab.io import decoding
 from lab.io.inputs import FORMATS, IngestConfig, InputConfig  # noqa: F401 - the config's inputs and ingest sections
-from lab.errors import ConfigError, IntegrityError
 from lab.mixture import MixtureConfig
 from lab.stages import STAGE_NAMES, STAGES
-from lab.fields import check, knob_kind
-
+from lab.tokens import tokenizer_source
 
 RENAMED = {"ingest.text_files_per_partition": "files_per_partition"}  # old key path -> its new name
 _MEMORY = re.compile(r"auto|0?\.\d+|1(\.0*)?|\d+(\.\d+)?\s*([kKmMgGtT]i?[bB]|[bB])?")

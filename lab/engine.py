@@ -3,7 +3,7 @@
 A run plans its partitions, starts (or attaches to) a cluster, and runs the steps of ``lab.steps``
 whose inputs changed: one annotate task per incomplete partition, the near-dedup shuffle (one reduce
 task per bucket over every partition's LSH band records, then a tree of spanning-forest merges and
-the clusters on the Jaccard grid, ``lab.neardup``), the boilerplate-line merge over the same buckets
+the clusters on the Jaccard grid, ``lab.dedup``), the boilerplate-line merge over the same buckets
 and its signal (``lab.linecount``), the tokenizer fit and one tokenize task per
 partition, and materialize (one task per tokenized partition, then one per shard). Every step's
 tasks go through ``map_tasks``: submit, a progress bar, retries, results in task order. Then
@@ -41,13 +41,14 @@ import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Protocol
 
-from lab import __version__, costs, manifest, neardup, steps
+from lab import __version__, dedup, manifest, steps
 from lab.annotate import REPORT_EVERY_S, annotate_partition
 from lab.config import Config
 from lab.errors import ConfigError, DiskFullError
 from lab.io.lock import RunLock
 from lab.io.partitions import Partition
 from lab.io.run import RunLayout
+from lab.plan import costs
 
 # worker processes run one thread each: keep native libraries from starting thread pools of their own
 _THREAD_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
@@ -362,7 +363,7 @@ def map_tasks(ex: Executor, fn: Callable, tasks: dict[str, tuple], *, prefix: st
     - ``on_result(key, result)``: called as each task finishes (in key order among those finishing
       together); ``gather=False`` returns the task handles instead of the results (to pass to
       further tasks, the results staying where they are).
-    - ``cost``: ``(step, run_dir)``: each task records its CPU seconds for the step (``lab.costs``).
+    - ``cost``: ``(step, run_dir)``: each task records its CPU seconds for the step (``lab.plan.costs``).
     """
     sizes = sizes or {}
     shown = dict.fromkeys(tasks, 0)  # of each task's size, what the bar shows (reports may overshoot a
@@ -535,15 +536,15 @@ def _near_dedup(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Partit
     bar = _bar(progress, buckets, desc="near dedup", unit="bucket")
     cost = ("near_dedup_shuffle", root)
     try:
-        forests = map_tasks(ex, neardup.reduce_bucket, {str(b): (root, b, keys, nd) for b in range(buckets)},
+        forests = map_tasks(ex, dedup.reduce_bucket, {str(b): (root, b, keys, nd) for b in range(buckets)},
                             prefix=f"lsh-reduce-{run_id}", retries=cfg.engine.retries, bar=bar, gather=False, cost=cost)
         level = 0
         while len(forests) > 1:  # pairwise tree: no task holds more than two forests
-            forests = [ex.submit(functools.partial(costs.costed, neardup.merge_forests, *cost, f"msf-{level}-{i}"),
+            forests = [ex.submit(functools.partial(costs.costed, dedup.merge_forests, *cost, f"msf-{level}-{i}"),
                                  *forests[i:i + 2], key=f"msf-{run_id}-{level}-{i}")
                        if i + 1 < len(forests) else forests[i] for i in range(0, len(forests), 2)]
             level += 1
-        nodes = ex.result(ex.submit(functools.partial(costs.costed, neardup.write_clusters, *cost, "clusters"), root, forests[0],
+        nodes = ex.result(ex.submit(functools.partial(costs.costed, dedup.write_clusters, *cost, "clusters"), root, forests[0],
                                     key=f"clusters-{run_id}"))
     finally:
         bar.close()
@@ -586,7 +587,7 @@ def _tokenize(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Partitio
     """Fit the run's tokenizer on its stratified sample (once; reused while nothing it depends on
     changes), then count every partition's tokens, one tokenizer per worker. Returns what it did,
     for the manifest's ``last_run.steps``."""
-    from lab import tokenize
+    from lab.tokens import tokenize
 
     if not cfg.tokenizer.enabled:
         return {}

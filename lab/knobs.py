@@ -45,8 +45,8 @@ from urllib.parse import quote, unquote
 
 from lab.config import Config, build, to_dict
 from lab.errors import ConfigError
-from lab.stages import BY_NAME, STAGE_NAMES, STAGES
 from lab.fields import knob_kind
+from lab.stages import BY_NAME, STAGE_NAMES, STAGES
 
 MIN_STEPS = 100  # a slider's span holds at least this many steps (and at most 2.5x as many, plus the alignment)
 _INTEGER = re.compile(r"[-+]?\d+")

@@ -4,7 +4,7 @@ The stage (config, normalization, per-partition map output) is ``lab.stages.boil
 partition is annotated, the engine runs two rounds of tasks:
 
 1. **reduce** (one task per shuffle bucket, the near-dedup shuffle's buckets and layout:
-   ``lab.neardup.shuffle.bucket_of``): ``reduce_bucket`` reads its row group of every partition's
+   ``lab.dedup.shuffle.bucket_of``): ``reduce_bucket`` reads its row group of every partition's
    count table (``boilerplate/counts/``), sums ``docs`` per (site, line_hash) and writes the merged
    table of that bucket (``boilerplate/merged/``, sorted). A (site, line) pair lives in exactly one
    bucket, so the sum is the corpus's count of distinct documents; the merged table equals one pass

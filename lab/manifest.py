@@ -18,15 +18,15 @@ from importlib import metadata
 
 import pyarrow.compute as pc
 
-from lab import __version__, costs
+from lab import __version__
 from lab.config import Config, to_dict
 from lab.io.listing import Listing
 from lab.io.partitions import Partition
 from lab.io.run import RunLayout
 from lab.io.schema import numeric_signals
 from lab.io.writers import read_json, write_json
+from lab.plan import costs
 from lab.stats import Summary, merge_all
-
 
 SKIPPED_LISTED = 1000  # skipped entries named in manifest.json (all of them: inputs.parquet)
 

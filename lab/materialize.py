@@ -13,10 +13,10 @@
 4. **Mix** (``mixture``, when the config has one: ``lab.mixture``): each document is written as many
    times as its bucket's budget asks (0: left out), its copies in its own split, each copy placed by
    the shuffle's key of (document, copy); the manifest records the realized mixture per bucket.
-5. **Pack** (``lab.pack``) each split with ``pack.strategy`` at ``pack.seq_len``; every document
+5. **Pack** (``lab.tokens.pack``) each split with ``pack.strategy`` at ``pack.seq_len``; every document
    ends with EOD; unused slots hold PAD.
-6. **Write** ``tokens/{train,val[,test]}/`` in the ``lab.io.shards`` format, with every shard's provenance
-   (``NAME.pieces.npy``: the pieces of each sequence, see ``lab.provenance``) (uint16 when the vocabulary
+6. **Write** ``tokens/{train,val[,test]}/`` in the ``lab.tokens.shards`` format, with every shard's provenance
+   (``NAME.pieces.npy``: the pieces of each sequence, see ``lab.tokens.provenance``) (uint16 when the vocabulary
    fits) with a manifest per split, and ``stats/packing.json``: utilization, truncation and
    splits of every strategy at 512, 2048 and 8192 tokens on the train split (what the Packing tab
    compares).
@@ -49,14 +49,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lab import pack, tokenize
 from lab.config import Config
 from lab.errors import IntegrityError, NotReadyError
 from lab.hashing import keyed
 from lab.io.run import RunLayout
-from lab.io.shards import ShardInfo, SplitManifest, token_dtype, write_manifest, write_pieces, write_shard
 from lab.io.writers import atomic, read_json, write_json
 from lab.splits import SPLITS, order_and_splits
+from lab.tokens import pack, tokenize
+from lab.tokens.shards import ShardInfo, SplitManifest, token_dtype, write_manifest, write_pieces, write_shard
 
 COMPARE_SEQ_LENS = (512, 2048, 8192)
 

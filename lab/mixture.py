@@ -36,8 +36,8 @@ from typing import Literal
 import numpy as np
 
 from lab.errors import ConfigError
-from lab.hashing import keyed
 from lab.fields import check
+from lab.hashing import keyed
 
 DIMENSIONS = ("lang", "source", "quality")
 NO_SCORE = "none"  # the quality bucket of a document without a score

@@ -10,7 +10,7 @@ Two comparisons are decided over the documents still alive rather than one at a 
 ``first_in_group`` keeps the first document (lowest ``doc_id``) of each group of equal signal
 values among the documents that passed every earlier stage (see ``keep_first_in_group``);
 ``first_in_cluster`` keeps one document per connected component of near-duplicate edges among
-them (``lab.neardup.keep.keep_one_per_cluster``), with a ``Near`` value: its threshold and keep policy.
+them (``lab.dedup.keep.keep_one_per_cluster``), with a ``Near`` value: its threshold and keep policy.
 
 A comparison may carry per-language thresholds (``by_lang``: ``(lang, value)`` pairs, from a stage's
 ``by_lang`` config section, see ``with_by_lang``): a document whose ``lang`` signal is listed is held to
@@ -36,8 +36,8 @@ LANG = "lang"  # the signal per-language thresholds are looked up by (the langua
 class Near(NamedTuple):
     """The value of a ``first_in_cluster`` rule: link survivors at ``threshold`` Jaccard, keep one by ``keep``."""
 
-    threshold: float  # one of lab.neardup.forest.GRID
-    keep: str  # lab.neardup.keep.KEEP: lowest_id | longest | best_signal
+    threshold: float  # one of lab.dedup.forest.GRID
+    keep: str  # lab.dedup.keep.KEEP: lowest_id | longest | best_signal
     keep_signal: str  # best_signal: the numeric signal whose highest value wins
 
 

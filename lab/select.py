@@ -13,7 +13,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from lab import neardup
+from lab import dedup
 from lab.config import Config
 from lab.errors import ConfigError
 from lab.rules import Rule, first_failure, keep_first_in_group, with_by_lang
@@ -75,10 +75,10 @@ def python_funnel(rules: list[Rule], rows: Iterable[Mapping[str, Any]],
                 threshold, keep, keep_signal = rule.value
                 cand = sorted((r for r in alive.values() if r.get("nd_shingles")), key=lambda r: r["doc_id"])
                 ids = np.array([r["doc_id"] for r in cand], dtype=np.int64)
-                rank = neardup.rank_of(keep, _column(cand, "bytes"), _column(cand, keep_signal))
+                rank = dedup.rank_of(keep, _column(cand, "bytes"), _column(cand, keep_signal))
                 u, v, j = edges if edges is not None else (np.zeros(0, np.int64),) * 2 + (np.zeros(0),)
                 nodes = np.array([r["content_hash"] for r in cand], dtype=np.int64)
-                for doc in neardup.keep_one_per_cluster(ids, nodes, rank, u, v, j, threshold).tolist():
+                for doc in dedup.keep_one_per_cluster(ids, nodes, rank, u, v, j, threshold).tolist():
                     reason[doc] = rule.drop_reason
                     del alive[doc]
             elif rule.op == "first_in_group":

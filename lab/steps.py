@@ -5,7 +5,7 @@ A run (``lab.engine.run``) is five steps, each recomputed only when what it depe
 1. **annotate**: one task per partition, ``lab.annotate.annotate_partition``. Complete when the
    partition's ``stats/part-KEY.json`` records this signals hash, shuffle shape and input fingerprint
    (``partition_complete``); a partition that keeps failing is quarantined (``quarantine``).
-2. **near dedup**: one reduce task per shuffle bucket (``lab.neardup.reduce_bucket``), a tree of
+2. **near dedup**: one reduce task per shuffle bucket (``lab.dedup.reduce_bucket``), a tree of
    ``merge_forests``, then ``write_clusters``. Depends on the partitions' done records and the
    shuffle's shape (``dedup_state``). Then **boilerplate lines**: one reduce task per bucket of the
    same shuffle (``lab.linecount.reduce_bucket``) and one signal task per partition
@@ -13,7 +13,7 @@ A run (``lab.engine.run``) is five steps, each recomputed only when what it depe
 3. **tokenizer fit**: once, in the driver, on the stratified sample of the kept documents
    (``fit_tokenizer``); frozen while its state (``tokenizer_state``) holds.
 4. **tokenize**: one task per partition not yet counted by the run's tokenizer and text rewrite
-   (``lab.tokenize.tokenize_partition``; ``tokenize_start``; ``strip_state``: boilerplate-line removal).
+   (``lab.tokens.tokenize.tokenize_partition``; ``tokenize_start``; ``strip_state``: boilerplate-line removal).
 5. **materialize**: ``lab.materialize`` (scatter tasks, then shard tasks); current while
    ``tokens/`` was written under this config and tokenizer (``tokens_current``).
 
@@ -274,7 +274,7 @@ def tokenizer_state(cfg: Config, layout: RunLayout, parts: list[Partition]) -> d
     if tok["kind"] == "bpe" and not tok["path"]:  # the default: the state runs had before kinds existed
         del tok["kind"], tok["path"]
     elif tok["kind"] == "file":  # a changed source file is a new tokenizer
-        from lab import tokenize
+        from lab.tokens import tokenize
 
         tok["source_sha256"] = tokenize.source_sha256(tok["path"])
     split = {"shuffle_seed": pack["shuffle_seed"], "val_fraction": pack["val_fraction"]}  # val and test never fit it
@@ -328,7 +328,8 @@ def fit_tokenizer(cfg: Config, layout: RunLayout, parts: list[Partition]) -> tup
     """Fit the run's tokenizer on its stratified sample unless the fitted one is current (reused while
     nothing it depends on changes). Returns (what it did, for the manifest's ``last_run.steps``; the
     tokenizer's sha256, None when the config keeps no document to fit it on)."""
-    from lab import query, tokenize
+    from lab import query
+    from lab.tokens import tokenize
 
     state = tokenizer_state(cfg, layout, parts)
     fit = read_marker(layout.tokenizer_fit)
@@ -363,7 +364,7 @@ def _ranks_tmp(layout: RunLayout, ranks: bytes | None):
     """Where a tiktoken tokenizer's ranks are written before its tokenizer.json (None: not tiktoken)."""
     if ranks is None:
         return None
-    from lab import tokenize
+    from lab.tokens import tokenize
 
     path = layout.tokenizer_dir / tokenize.RANKS
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -372,7 +373,7 @@ def _ranks_tmp(layout: RunLayout, ranks: bytes | None):
 
 
 def tokenize_start(layout: RunLayout, parts: list[Partition], sha: str, strip: dict | None = None) -> list[str]:
-    """The partitions to count with the tokenizer ``sha`` and the rewrite ``strip`` (``lab.tokenize.tokenize_partition`` each)."""
+    """The partitions to count with the tokenizer ``sha`` and the rewrite ``strip`` (``lab.tokens.tokenize.tokenize_partition`` each)."""
     layout.tokenized_dir.mkdir(parents=True, exist_ok=True)
     return tokenize_todo(layout, parts, sha, strip)
 

@@ -124,7 +124,7 @@ def test_planner_follows_the_selection(run_dir):
     assert moved["run"]["retention_product"] == same["selection"]["retention_product"]
     assert moved["selection"]["retention_product"] == r2["retention_product"]
     # priced: the provisioned input is the raw bytes needed times the margin; training is GPUs x days x price
-    from lab.plan import Prices, preset_retentions, retention_product
+    from lab.plan.throughput import Prices, preset_retentions, retention_product
 
     p.prices, p.margin = Prices(cpu_hour=0.1, gpu_hour=3.0, storage_tb_month=20.0), 2.5
     a = p.against_run()

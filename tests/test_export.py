@@ -8,8 +8,8 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from lab.export import DTYPE_CODES, MAGIC
-from lab.io.shards import read_manifest
+from lab.tokens.export import DTYPE_CODES, MAGIC
+from lab.tokens.shards import read_manifest
 
 
 def _split_docs(split_dir: Path) -> list[int]:
@@ -47,7 +47,7 @@ def test_export_megatron_read_back_by_megatron_core(tokens_run, tmp_path, corpus
 
 def test_idx_header_by_the_format_spec(tokens_run, tmp_path):
     """An independent reading of the .idx by the format's layout (also where megatron-core is absent)."""
-    from lab.export import export_megatron
+    from lab.tokens.export import export_megatron
 
     split_dir = Path(tokens_run.run_dir) / "tokens" / "val"
     r = export_megatron(split_dir, tmp_path / "val")

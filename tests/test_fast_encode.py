@@ -1,4 +1,4 @@
-"""lab.fast_encode: tiktoken with the run's fitted byte-level BPE gives encode_batch_fast's ids, document for document."""
+"""lab.tokens.fast_encode: tiktoken with the run's fitted byte-level BPE gives encode_batch_fast's ids, document for document."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import glob
 import numpy as np
 import pytest
 
-from lab import fast_encode, tokenize
+from lab.tokens import fast_encode
+
+from lab.tokens import tokenize
 from lab.config import TokenizerConfig
 from lab.errors import ConfigError, LabError
 
@@ -110,7 +112,7 @@ def test_lone_surrogate_refused_like_hf(fitted):
 
 
 def test_tokenize_encode_takes_the_fast_path_with_the_same_ids_and_words(fitted, monkeypatch):
-    """``lab.tokenize.encode`` (what every tokenize task runs) uses the fast encoder once a call holds
+    """``lab.tokens.tokenize.encode`` (what every tokenize task runs) uses the fast encoder once a call holds
     ``FAST_MIN_CHARS``: the same ids and continued-word counts as through encode_batch_fast."""
     tok, texts = fitted
     slow_ids, slow_cont = tokenize.encode(tok, texts)  # below the size: encode_batch_fast

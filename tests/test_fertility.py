@@ -14,7 +14,11 @@ import numpy as np
 import polars as pl
 import pytest
 
-from lab import fertility, query, tokenize
+from lab import query
+
+from lab.plan import fertility
+
+from lab.tokens import tokenize
 from lab.config import Config, TokenizerConfig
 from lab.errors import ConfigError, NotReadyError
 
@@ -135,7 +139,7 @@ try:
     socket.create_connection(("pypi.org", 443), timeout=3); net = "reachable"
 except OSError as e:
     net = type(e).__name__
-from lab import fertility
+from lab.plan import fertility
 found, skipped = fertility.references()
 text = "Tokenizer fertility: Grüße aus Köln, 日本語のテキスト 🎉"
 print(json.dumps({"net": net, "skipped": skipped, "ids": {c.name: c.encode([text])[0] for c in found}}))

@@ -19,8 +19,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from lab.errors import ConfigError, IntegrityError, NotReadyError
-from lab.io.shards import SplitManifest, write_manifest, write_shard
-from lab.loader import FeistelOrder, TokenLoader, stream_length, stream_order, torch_dataset, verify
+from lab.tokens.shards import SplitManifest, write_manifest, write_shard
+from lab.tokens.loader import FeistelOrder, TokenLoader, stream_length, stream_order, torch_dataset, verify
 
 SEQ_LEN = 16
 COUNTS = (10, 3, 17, 7)  # 37 sequences
@@ -206,14 +206,14 @@ def test_missing_manifest_is_refused(tmp_path):
 
 
 def test_torch_is_not_imported_by_the_module():
-    code = "import sys, lab.loader; assert 'torch' not in sys.modules"
+    code = "import sys, lab.tokens.loader; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 
 
 def test_torch_wrapper_without_torch_says_how_to_install(split):
     # torch is a test dependency: hide it from a fresh interpreter (a None entry makes its import fail)
     code = ("import sys; sys.modules['torch'] = None\n"
-            "from lab.errors import ConfigError\nfrom lab.loader import torch_dataset\n"
+            "from lab.errors import ConfigError\nfrom lab.tokens.loader import torch_dataset\n"
             f"try:\n    torch_dataset({str(split)!r})\nexcept ConfigError as e:\n    print(e)\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True, text=True).stdout
     assert "pip install torch" in out

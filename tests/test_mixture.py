@@ -14,7 +14,7 @@ from lab import materialize, mixture, query
 from lab.config import Config, PackConfig, build, loads
 from lab.errors import ConfigError
 from lab.io.run import RunLayout
-from lab.io.shards import open_shard, read_manifest
+from lab.tokens.shards import open_shard, read_manifest
 from lab.io.writers import read_json
 from lab.mixture import BucketTarget, MixtureConfig
 

@@ -14,13 +14,15 @@ import pyarrow.parquet as pq
 import pytest
 from datasketch import LeanMinHash, MinHash
 
-from lab import engine, neardup, query, sample
+from lab import engine, query, sample
+
+from lab import dedup
 from lab.config import (Config, EngineConfig, IngestConfig, InputConfig, StagesConfig, TokenizerConfig, build, dumps,
                         load, loads)
 from lab.errors import ConfigError
 from lab.io.run import RunLayout
-from lab.neardup import recall as rc
-from lab.neardup import signature as sg
+from lab.dedup import recall as rc
+from lab.dedup import signature as sg
 from lab.stages import near_dedup as nd
 from lab.stages.c4 import Config as C4Config
 
@@ -144,7 +146,7 @@ def test_estimates_track_exact_jaccard():
 def test_s_curve():
     assert rc.s_curve(0.8, 14, 8) == pytest.approx(1 - (1 - 0.8 ** 8) ** 14)
     assert rc.s_curve(0.8, 14, 8) == pytest.approx(0.92355, abs=1e-5)  # 0.8^8 = 0.16777; 1 - 0.83223^14
-    _, p = neardup.s_curve_points(14, 8)
+    _, p = dedup.s_curve_points(14, 8)
     assert p[0] == 0 and p[-1] == 1 and np.all(np.diff(p) >= 0)
 
 
@@ -261,7 +263,7 @@ def test_config_errors_name_key_value_and_allowed():
 
 def test_diff_reconstructs_both_texts():
     a, b = "The cat sat\non the mat.", "The dog sat\non the red mat."
-    ops = neardup.diff(a, b)
+    ops = dedup.diff(a, b)
     assert "".join(t for op, t in ops if op in "=-") == a
     assert "".join(t for op, t in ops if op in "=+") == b
     assert ("-", "cat") in ops and ("+", "dog") in ops
@@ -339,7 +341,7 @@ def test_seeded_near_duplicates_are_found_and_grid_is_monotone(near_runs):
     assert all(by_doc[i] is None for i in unpaired)  # unrelated documents are not near-duplicates
     # lower thresholds merge clusters, never split them
     for lo, hi in zip(nd.GRID, nd.GRID[1:]):
-        a, b = cl[neardup.grid_column(lo)], cl[neardup.grid_column(hi)]
+        a, b = cl[dedup.grid_column(lo)], cl[dedup.grid_column(hi)]
         assert sum(x is not None for x in a) >= sum(x is not None for x in b)
         groups = {}
         for x, y in zip(a, b):
@@ -452,7 +454,7 @@ def test_cluster_browser_queries(synthetic_run):
 PEAK_REDUCE = """
 import json, sys, tracemalloc
 from pathlib import Path
-from lab import neardup
+from lab import dedup
 from lab.config import load
 from lab.io.run import RunLayout
 
@@ -462,11 +464,11 @@ for run_dir in sys.argv[1:]:
     keys = sorted(p.name[5:-8] for p in layout.signals.glob("part-*.parquet"))
     buckets = json.loads(layout.dedup_done.read_text())["buckets"]
     for b in range(buckets):  # warm-up: first-use imports and caches are not the task's data
-        neardup.reduce_bucket(run_dir, b, keys, cfg.stages.near_dedup)
+        dedup.reduce_bucket(run_dir, b, keys, cfg.stages.near_dedup)
     peak = 0
     for b in range(buckets):
         tracemalloc.start()
-        neardup.reduce_bucket(run_dir, b, keys, cfg.stages.near_dedup)
+        dedup.reduce_bucket(run_dir, b, keys, cfg.stages.near_dedup)
         peak = max(peak, tracemalloc.get_traced_memory()[1])
         tracemalloc.stop()
     peaks.append(peak)

@@ -10,7 +10,7 @@ import pytest
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
-from lab.neardup import Forest, graph, grid_clusters, spanning_forest
+from lab.dedup import Forest, graph, grid_clusters, spanning_forest
 
 
 def random_graph(rng: np.random.Generator, n: int, m: int) -> tuple[np.ndarray, np.ndarray]:
@@ -97,7 +97,7 @@ def test_the_grid_clusters_are_those_of_every_edge():
 
 
 def test_dedup_does_not_import_scipy():
-    code = ("import sys, numpy as np; from lab.neardup import Forest, spanning_forest, grid_clusters, cluster_keepers; "
+    code = ("import sys, numpy as np; from lab.dedup import Forest, spanning_forest, grid_clusters, cluster_keepers; "
             "f = spanning_forest(Forest(np.array([1, 2]), np.array([2, 3]), np.array([1, 2]), np.array([2, 3]), "
             "np.array([0.9, 0.8]))); grid_clusters(f); "
             "cluster_keepers(np.array([1, 2]), np.array([1, 2]), np.zeros(2), f.u, f.v, f.jaccard, 0.8); "

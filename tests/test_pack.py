@@ -6,9 +6,9 @@ import doctest
 import numpy as np
 import pytest
 
-import lab.pack
+import lab.tokens.pack
 from lab.errors import ConfigError
-from lab.pack import STRATEGIES, materialize, plan
+from lab.tokens.pack import STRATEGIES, materialize, plan
 
 PAD = -1
 POS = 1_000_000  # token id = doc * POS + position: every token says where it came from
@@ -228,13 +228,13 @@ def test_best_fit_does_log_seq_len_work_per_piece(monkeypatch, seq_len, depth):
     # The free-room search reads at most 2 words per tree level per lookup, 1 per level per
     # add/discard: <= 4 * depth word reads per piece, whatever the number of open sequences
     # (a scan over open sequences would read thousands per piece here).
-    class CountingRooms(lab.pack._Rooms):
+    class CountingRooms(lab.tokens.pack._Rooms):
         def __init__(self, size):
             super().__init__(size)
             assert len(self.levels) == depth
             self.levels = [_CountingWords(w) for w in self.levels]
 
-    monkeypatch.setattr(lab.pack, "_Rooms", CountingRooms)
+    monkeypatch.setattr(lab.tokens.pack, "_Rooms", CountingRooms)
     rng = np.random.default_rng(4)
     lengths = np.maximum(1, rng.lognormal(np.log(seq_len / 2) - 0.5, 1.0, 20_000).astype(np.int64))
     _CountingWords.reads = 0
@@ -254,7 +254,7 @@ def test_best_fit_plans_200k_documents():
 
 
 def test_module_doctests():
-    assert doctest.testmod(lab.pack).failed == 0
+    assert doctest.testmod(lab.tokens.pack).failed == 0
 
 
 def test_best_fit_shards_are_not_a_length_curriculum():

@@ -20,7 +20,7 @@ import pytest
 
 from lab.errors import ConfigError, NotReadyError
 from lab.io.writers import read_json
-from lab.plan import (
+from lab.plan.throughput import (
     SECONDS_PER_DAY,
     Throughput,
     break_even_epochs,
@@ -376,7 +376,7 @@ def test_from_funnel_of_the_runs_config_is_the_manifests_and_follows_a_disabled_
 def test_every_step_is_priced_from_the_manifest(tokens_run):
     """Issue 17: the manifest's step_seconds hold every step after annotate (CPU and wall seconds, tasks and
     driver), and the planner's per-byte costs include them beside the annotate stages."""
-    from lab import costs
+    from lab.plan import costs
     from lab.io.writers import read_json
 
     m = read_json(tokens_run.run_dir / "manifest.json")

@@ -6,9 +6,9 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from lab import provenance
+from lab.tokens import provenance
 from lab.errors import ConfigError
-from lab.io.shards import open_shard, read_manifest
+from lab.tokens.shards import open_shard, read_manifest
 
 
 def _doc_tokens(run_dir: Path, eod: int) -> dict[int, np.ndarray]:

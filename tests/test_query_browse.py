@@ -11,7 +11,9 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from lab import neardup, query
+from lab import query
+
+from lab import dedup
 from lab.config import Config, build
 from lab.errors import ConfigError
 from lab.io.run import RunLayout
@@ -203,8 +205,8 @@ def test_cluster_keepers_agree_with_keep_one_per_cluster():
         rank = rng.integers(0, 3, n).astype(np.float64)
         u, v = rng.integers(0, 12, 15).astype(np.int64), rng.integers(0, 12, 15).astype(np.int64)
         j = rng.choice([0.5, 0.7, 0.8, 0.9], 15)
-        keep = neardup.cluster_keepers(docs, nodes, rank, u, v, j, 0.8)
-        assert np.array_equal(np.sort(docs[keep != docs]), neardup.keep_one_per_cluster(docs, nodes, rank, u, v, j, 0.8))
+        keep = dedup.cluster_keepers(docs, nodes, rank, u, v, j, 0.8)
+        assert np.array_equal(np.sort(docs[keep != docs]), dedup.keep_one_per_cluster(docs, nodes, rank, u, v, j, 0.8))
         assert set(keep) <= set(docs)
 
 
@@ -372,9 +374,9 @@ def _random_run(tmp_path, n: int, seed: int):
     jac = np.array([rng.choice([0.55, 0.65, 0.75, 0.85, 0.95]) for _ in range(u.size)])
     ud, vd = np.array([doc_of[x] for x in u]), np.array([doc_of[x] for x in v])
     write_parquet(pa.table({"u": u, "v": v, "u_doc": ud, "v_doc": vd, "matches": pa.array((jac * 112).astype(np.int16)),
-                            "jaccard_est": jac, "jaccard_exact": jac, "jaccard": jac}, schema=neardup.EDGE_SCHEMA),
+                            "jaccard_est": jac, "jaccard_exact": jac, "jaccard": jac}, schema=dedup.EDGE_SCHEMA),
                   layout.edges(0))
-    neardup.write_clusters(layout.root, neardup.spanning_forest(neardup.Forest(u, v, ud, vd, jac)))
+    dedup.write_clusters(layout.root, dedup.spanning_forest(dedup.Forest(u, v, ud, vd, jac)))
     return layout.root
 
 

@@ -13,11 +13,13 @@ import time
 import polars as pl
 import pytest
 
-from lab import engine, neardup, query, sample
+from lab import engine, query, sample
+
+from lab import dedup
 from lab.config import Config, EngineConfig, InputConfig, build, to_dict
 from lab.errors import ConfigError
 from lab.stages import STAGE_NAMES
-from lab.neardup import signature as nd
+from lab.dedup import signature as nd
 
 MARK = "\n\nLorem ipsum dolor sit amet, this line marks the document for the c4 stage."  # c4.lorem_ipsum
 
@@ -284,9 +286,9 @@ def test_pair_jaccard_stored_or_computed(cluster_run):
 
 def test_text_jaccard_by_hand():
     # shingles {a b c d e, b c d e f} and {a b c d e, b c d e g}: 1 shared of 3
-    assert neardup.text_jaccard("a b c d e f", "A b,  c d e\ng!") == pytest.approx(1 / 3)
-    assert neardup.text_jaccard("one two", "one two") == 1.0  # fewer words than 5: one shingle
-    assert neardup.text_jaccard("", "a b c") is None and neardup.text_jaccard("...", "a") is None
+    assert dedup.text_jaccard("a b c d e f", "A b,  c d e\ng!") == pytest.approx(1 / 3)
+    assert dedup.text_jaccard("one two", "one two") == 1.0  # fewer words than 5: one shingle
+    assert dedup.text_jaccard("", "a b c") is None and dedup.text_jaccard("...", "a") is None
 
 
 # --- the word diff that ignores whitespace ------------------------------------------------------------
@@ -299,36 +301,36 @@ def _pane(ops, side: str) -> str:
 def test_diff_whitespace_only_is_all_equal():
     a = "The cat sat on the mat.\nIt was   warm.\n\nThe end."
     b = "The cat sat\non the mat. It was warm.\n\n\n  The   end.  "
-    assert neardup.diff(a, b) == [("=", "The cat sat on the mat. It was warm.\n\nThe end.")]
+    assert dedup.diff(a, b) == [("=", "The cat sat on the mat. It was warm.\n\nThe end.")]
     wrapped = textwrap.fill(" ".join(a.split()), 12)  # re-wrapped at 12 columns
     assert wrapped == "The cat sat\non the mat.\nIt was warm.\nThe end."
     # only the no-change op; a break shows where both texts break (after "mat." and "warm.")
-    assert neardup.diff(a, wrapped) == [("=", "The cat sat on the mat.\nIt was warm.\nThe end.")]
-    assert neardup.diff("a\tb\r\nc", "a b c") == [("=", "a b c")]
-    assert neardup.diff("", "") == [] and neardup.diff(" \n ", "") == []
+    assert dedup.diff(a, wrapped) == [("=", "The cat sat on the mat.\nIt was warm.\nThe end.")]
+    assert dedup.diff("a\tb\r\nc", "a b c") == [("=", "a b c")]
+    assert dedup.diff("", "") == [] and dedup.diff(" \n ", "") == []
 
 
 def test_diff_one_word_replaced_is_exactly_that_word():
     a = "The quick brown fox\njumps over the lazy dog."
     b = "The quick red fox jumps over\nthe lazy dog."
-    assert neardup.diff(a, b) == [("=", "The quick "), ("-", "brown"), ("+", "red"), ("=", " fox jumps over the lazy dog.")]
-    assert neardup.diff("the cat sat", "the dog sat") == [("=", "the "), ("-", "cat"), ("+", "dog"), ("=", " sat")]
+    assert dedup.diff(a, b) == [("=", "The quick "), ("-", "brown"), ("+", "red"), ("=", " fox jumps over the lazy dog.")]
+    assert dedup.diff("the cat sat", "the dog sat") == [("=", "the "), ("-", "cat"), ("+", "dog"), ("=", " sat")]
     # inserted and deleted words at the start, middle and end: only they are marked
-    assert neardup.diff("b c d", "a b c d") == [("+", "a "), ("=", "b c d")]
-    assert neardup.diff("a b c d", "a b d") == [("=", "a b "), ("-", "c "), ("=", "d")]
-    assert neardup.diff("a b c", "a b c d e") == [("=", "a b c"), ("+", " d e")]
-    assert neardup.diff("x", "y") == [("-", "x"), ("+", "y")]
+    assert dedup.diff("b c d", "a b c d") == [("+", "a "), ("=", "b c d")]
+    assert dedup.diff("a b c d", "a b d") == [("=", "a b "), ("-", "c "), ("=", "d")]
+    assert dedup.diff("a b c", "a b c d e") == [("=", "a b c"), ("+", " d e")]
+    assert dedup.diff("x", "y") == [("-", "x"), ("+", "y")]
     # case and punctuation are words' own: they count
-    assert neardup.diff("Hello, world", "hello, world") == [("-", "Hello,"), ("+", "hello,"), ("=", " world")]
+    assert dedup.diff("Hello, world", "hello, world") == [("-", "Hello,"), ("+", "hello,"), ("=", " world")]
 
 
 def test_diff_shows_breaks_both_texts_have():
     a = "one two\nthree four\n\nfive six"
     b = "one two three four\n\nfive six"
-    assert neardup.diff(a, b) == [("=", "one two three four\n\nfive six")]  # the line break only in a: a space
+    assert dedup.diff(a, b) == [("=", "one two three four\n\nfive six")]  # the line break only in a: a space
     a2 = "alpha beta\n\ngamma delta"
     b2 = "alpha BETA\n\ngamma delta"
-    assert neardup.diff(a2, b2) == [("=", "alpha "), ("-", "beta"), ("+", "BETA"), ("=", "\n\ngamma delta")]
+    assert dedup.diff(a2, b2) == [("=", "alpha "), ("-", "beta"), ("+", "BETA"), ("=", "\n\ngamma delta")]
 
 
 def test_diff_random_edits_rebuild_both_texts_words():
@@ -351,7 +353,7 @@ def test_diff_random_edits_rebuild_both_texts_words():
                     del other[k]
         a = "".join(w + rng.choice(seps) for w in words)
         b = rng.choice(seps) + "".join(w + rng.choice(seps) for w in other)
-        ops = neardup.diff(a, b)
+        ops = dedup.diff(a, b)
         assert all(op in "=-+" and t for op, t in ops)
         assert all(x[0] != y[0] for x, y in itertools.pairwise(ops))  # runs are merged
         for side, text in (("a", a), ("b", b)):
@@ -380,14 +382,14 @@ def test_diff_is_fast_on_50kb_texts():
              "repetitive": (" ".join(spam), " ".join(spam2))}
     for name, (x, y) in cases.items():
         start = time.perf_counter()
-        ops = neardup.diff(x, y)
+        ops = dedup.diff(x, y)
         took = time.perf_counter() - start
         assert took < 2.0, f"{name}: {took:.2f} s"  # ~50 ms measured on 2 cores; quadratic difflib took 15 s
         assert _pane(ops, "a").split() == x.split() and _pane(ops, "b").split() == y.split()
-    ops = neardup.diff(a, b)
+    ops = dedup.diff(a, b)
     assert sum(len(t.split()) for op, t in ops if op == "-") == len(a) // 500  # exactly the replaced words
-    rewrapped = neardup.diff(*cases["re-wrapped"])  # a word a line: a's paragraph breaks show as line breaks
+    rewrapped = dedup.diff(*cases["re-wrapped"])  # a word a line: a's paragraph breaks show as line breaks
     assert [op for op, _ in rewrapped] == ["="] and rewrapped[0][1] == re.sub(r"\n\n", "\n", rewrapped[0][1])
     assert rewrapped[0][1].split() == a.split() and rewrapped[0][1].count("\n") == a.count("\n\n")
-    spam_ops = neardup.diff(*cases["repetitive"])
+    spam_ops = dedup.diff(*cases["repetitive"])
     assert sum(len(t.split()) for op, t in spam_ops if op == "+") == sum(w == "spam" for w in spam2)

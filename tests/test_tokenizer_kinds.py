@@ -13,11 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lab import engine, materialize, query, tokenize
+from lab import engine, materialize, query
+
+from lab.tokens import tokenize
 from lab.config import TokenizerConfig, loads
 from lab.errors import ConfigError, IntegrityError
 from lab.io.run import RunLayout
-from lab.io.shards import open_shard, read_manifest
+from lab.tokens.shards import open_shard, read_manifest
 from lab.io.writers import read_json
 
 
@@ -116,7 +118,7 @@ def test_tiktoken_cl100k_end_to_end(tokens_run, tmp_path):
     ids = tokenize.encode(tok, ["hello world"])[0][0].tolist()
     assert ids == [15339, 1917]  # cl100k_base's ids
     # continued words from token kinds (+ trailing whitespace) equal the character-span reference
-    from lab import fertility
+    from lab.plan import fertility
 
     texts = fertility.kept_documents(cfg.run_dir, cfg)["text"].to_list()[:40]
     ids, cont = tokenize.encode(tok, texts)
@@ -155,7 +157,7 @@ def test_default_kind_hashes_as_before():
 def test_fertility_compares_bpe_unigram_and_existing(tokens_run, wordpiece_json):
     import polars as pl
 
-    from lab import fertility
+    from lab.plan import fertility
 
     t = fertility.compare(tokens_run.run_dir, tokens_run, vocab_sizes=(500,), unigram_sizes=(500,), reference=False,
                           tokenizers=(str(wordpiece_json), "tiktoken:cl100k_base"), d_model=8)

@@ -23,8 +23,8 @@ from apps.dispatch import DETAILS, Dispatch, WhenShown
 from apps.store import GRID, Clusters, Selection
 from apps.views.knobs import recall_note
 from lab import query
+from lab.dedup.recall import WARN_BELOW
 from lab.errors import LabError
-from lab.neardup.recall import WARN_BELOW
 
 DIFF_CSS = ("del{background:#ffd7d5;text-decoration:none} ins{background:#ccffd8;text-decoration:none}"
             ".pane{white-space:pre-wrap;font-family:monospace;font-size:12px;max-height:460px;overflow:auto;"

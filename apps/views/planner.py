@@ -61,7 +61,7 @@ def priced_markdown(a: dict) -> str:
 
 
 def differs_html(a: dict) -> str:
-    """What the selection's plan changes against the plan of the run's own config (``lab.plan.compare``)."""
+    """What the selection's plan changes against the plan of the run's own config (``lab.plan.throughput.compare``)."""
     if not a["differs"]:
         return "<p style='color:#555'>The selection plans the same as the run's config.</p>"
     items = "".join(f"<li>{html.escape(str(d))}</li>" for d in a["differs"])
@@ -108,7 +108,7 @@ class PlannerTab:
         m = self.model
         m.token_target, m.days, m.gpus = self.target.value, self.days.value, self.gpus.value
         m.deadline_days, m.bytes_per_token_on_disk = self.deadline.value, self.disk.value
-        from lab.plan import Prices
+        from lab.plan.throughput import Prices
 
         m.prices = Prices(cpu_hour=self.cpu_price.value or 0.0, gpu_hour=self.gpu_price.value or 0.0,
                           storage_tb_month=self.storage_price.value or 0.0)

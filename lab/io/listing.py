@@ -23,8 +23,8 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from lab.io.inputs import InputConfig
 from lab.errors import ConfigError
+from lab.io.inputs import InputConfig
 
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
 COMPRESSION_SUFFIXES = (".gz", ".zst", ".zstd")

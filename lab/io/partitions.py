@@ -28,10 +28,19 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
-from lab.io.inputs import IngestConfig, InputConfig
 from lab.errors import ConfigError
-from lab.io.listing import (COMPRESSION_SUFFIXES, JSONL_SUFFIXES, PARQUET_SUFFIXES, TEXT_SUFFIXES,  # noqa: F401
-                            WARC_SUFFIXES, Listing, format_of, list_inputs, text_name)
+from lab.io.inputs import IngestConfig, InputConfig
+from lab.io.listing import (  # noqa: F401
+    COMPRESSION_SUFFIXES,
+    JSONL_SUFFIXES,
+    PARQUET_SUFFIXES,
+    TEXT_SUFFIXES,
+    WARC_SUFFIXES,
+    Listing,
+    format_of,
+    list_inputs,
+    text_name,
+)
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"

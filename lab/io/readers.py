@@ -42,9 +42,9 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from lab.io.inputs import IngestConfig, InputConfig
 from lab.doc import Doc
 from lab.io.decoding import UTF8_BOM, bom, decode_file, decode_utf8, decode_web
+from lab.io.inputs import IngestConfig, InputConfig
 from lab.io.listing import text_name
 from lab.io.partitions import Partition, codec_of
 

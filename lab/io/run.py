@@ -161,12 +161,12 @@ class RunLayout:
 
     @property
     def fertility(self) -> tuple[Path, Path]:
-        """The fertility comparison (lab.fertility): stats/fertility.json and stats/fertility.parquet."""
+        """The fertility comparison (lab.plan.fertility): stats/fertility.json and stats/fertility.parquet."""
         return self.stats / "fertility.json", self.stats / "fertility.parquet"
 
     @property
     def tokens(self) -> Path:
-        """Packed token shards: tokens/train/, tokens/val/ (lab.io.shards)."""
+        """Packed token shards: tokens/train/, tokens/val/ (lab.tokens.shards)."""
         return self.root / "tokens"
 
     @property
@@ -176,7 +176,7 @@ class RunLayout:
 
     @property
     def telemetry(self) -> Path:
-        """Loader telemetry (``lab.loader.TokenLoader.write_telemetry``): NAME.parquet (step, wait_ms, stall) and
+        """Loader telemetry (``lab.tokens.loader.TokenLoader.write_telemetry``): NAME.parquet (step, wait_ms, stall) and
         NAME.json (its summary), from ``corpus-lab read-tokens`` or a trainer; outside tokens/, which
         materialize replaces."""
         return self.root / "telemetry"

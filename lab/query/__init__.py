@@ -7,7 +7,7 @@ computed reason (``funnels``; measured faster than one ``FILTER`` aggregate per 
 that point, so one member of each group always survives the earlier stages' filtering. Near dedup is
 selection-aware the same way (``neardup``): the candidate edges (``dedup/edges/``) among the
 documents alive before it, at the configured Jaccard threshold, are joined into components
-(``lab.neardup.keep_one_per_cluster``) and one member of each is kept; only the documents that have an
+(``lab.dedup.keep_one_per_cluster``) and one member of each is kept; only the documents that have an
 edge or an exact copy are evaluated (``nd_docs``). ``clusters``/``cluster_members`` browse the
 clusters precomputed on the grid.
 

@@ -47,14 +47,23 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lab import neardup
+from lab import dedup
 from lab.config import Config
 from lab.errors import ConfigError
 from lab.query.codes import KEPT
 from lab.query.codes import of as codes_of
-from lab.query.compile import failure_in, literal, rules_of, codes_sql, failure
+from lab.query.compile import codes_sql, failure, failure_in, literal, rules_of
 from lab.query.funnels import INCREMENTAL_SHARE, changed_rules, code_counts
-from lab.query.neardup import apply_near, candidate_edges, grid_col, near_index, near_ranks, with_near, without_near, near_drops
+from lab.query.neardup import (
+    apply_near,
+    candidate_edges,
+    grid_col,
+    near_drops,
+    near_index,
+    near_ranks,
+    with_near,
+    without_near,
+)
 from lab.query.run import SAMPLE_RANK, SAMPLE_SEED, SAMPLE_WINDOWS, Run, open_run, sample_order
 from lab.query.sql import ident, to_arrow
 from lab.rules import Rule
@@ -505,7 +514,7 @@ def _near_keepers(r: Run, cur: duckdb.DuckDBPyConnection, rules: list[Rule], k: 
     doc_ids = alive.column("doc_id").to_numpy()
     u, v, j = candidate_edges(r)
     ranks = near_ranks(keep, alive)
-    keepers = neardup.cluster_keepers(doc_ids, alive.column("content_hash").to_numpy(), ranks, u, v, j, threshold)
+    keepers = dedup.cluster_keepers(doc_ids, alive.column("content_hash").to_numpy(), ranks, u, v, j, threshold)
     return dict(zip(doc_ids.tolist(), keepers.tolist()))
 
 

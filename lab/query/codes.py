@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lab import neardup
+from lab import dedup
 from lab.query.neardup import candidate_edges
 from lab.query.sql import ident, to_arrow
 from lab.rules import LANG, Rule
@@ -360,9 +360,9 @@ class Codes:
             signal = self.values(keep_signal, rows).astype(np.float64)
             if self.column(keep_signal).valid is not None:
                 signal[~self.column(keep_signal).valid[rows]] = np.nan
-        ranks = neardup.rank_of(keep, nbytes, signal if signal is not None else np.full(rows.size, np.nan))
+        ranks = dedup.rank_of(keep, nbytes, signal if signal is not None else np.full(rows.size, np.nan))
         doc_ids = self.values("doc_id", rows)
-        keepers = neardup.cluster_keepers(doc_ids, self.values("content_hash", rows), ranks, u, v, j, threshold)
+        keepers = dedup.cluster_keepers(doc_ids, self.values("content_hash", rows), ranks, u, v, j, threshold)
         return rows[keepers != doc_ids]
 
     # --- counts over codes --------------------------------------------------------------------------

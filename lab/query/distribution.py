@@ -49,13 +49,13 @@ import pyarrow.compute as pc
 from lab.config import Config
 from lab.errors import ConfigError
 from lab.io.schema import numeric_signals, signals_schema
-from lab.query.compile import failure_in, literal, rules_of, codes_sql
+from lab.query.browse import changes
+from lab.query.codes import of as codes_of
+from lab.query.compile import codes_sql, failure_in, literal, rules_of
 from lab.query.funnels import INCREMENTAL_SHARE, changed_rules, shift_counts
 from lab.query.neardup import with_near
 from lab.query.run import Run, open_run
 from lab.query.sql import ident, to_arrow
-from lab.query.codes import of as codes_of
-from lab.query.browse import changes
 from lab.rules import LANG, Rule
 from lab.stages import STAGE_NAMES
 

@@ -17,11 +17,22 @@ import polars as pl
 from lab.config import Config
 from lab.errors import ConfigError
 from lab.io.schema import numeric_signals
-from lab.query.codes import shift_counts
 from lab.query.codes import of as codes_of
-from lab.query.compile import check_columns, failure_in, literal, reason_of, rules_of, codes_sql
+from lab.query.codes import shift_counts
+from lab.query.compile import check_columns, codes_sql, failure_in, literal, reason_of, rules_of
 from lab.query.neardup import apply_near, with_near, without_near
-from lab.query.run import FUNNEL_STAGES, GROUP_BY, INGEST, MEMO_FUNNELS, SAMPLE_RANK, SAMPLE_SEED, SAMPLE_WINDOWS, Run, open_run, sample_order
+from lab.query.run import (
+    FUNNEL_STAGES,
+    GROUP_BY,
+    INGEST,
+    MEMO_FUNNELS,
+    SAMPLE_RANK,
+    SAMPLE_SEED,
+    SAMPLE_WINDOWS,
+    Run,
+    open_run,
+    sample_order,
+)
 from lab.query.sql import ident, quote, to_arrow
 from lab.rules import COMPARISONS, LANG, Rule
 from lab.stages import STAGE_NAMES, STAGES

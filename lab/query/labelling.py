@@ -42,7 +42,7 @@ from lab.config import Config
 from lab.errors import ConfigError, IntegrityError, RunStateError
 from lab.io import labels as label_io
 from lab.io.run import RunLayout
-from lab.query.compile import reason_of, rules_of, codes_sql
+from lab.query.compile import codes_sql, reason_of, rules_of
 from lab.query.funnels import funnel
 from lab.query.neardup import with_near
 from lab.query.run import Run, open_run

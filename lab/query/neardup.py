@@ -2,7 +2,7 @@
 
 Near dedup is selection-aware: the candidate edges (``dedup/edges/``) among the documents alive
 before it, at the configured Jaccard threshold, are joined into components
-(``lab.neardup.keep_one_per_cluster``) and one member of each is kept; only the documents that have
+(``lab.dedup.keep_one_per_cluster``) and one member of each is kept; only the documents that have
 an edge or an exact copy are evaluated (``nd_docs``). ``near_drops`` gives those drops per rules
 (remembered per run), ``with_near`` applies them to a ``codes_sql`` query and ``apply_near`` to
 funnel counts. ``clusters``/``cluster_members`` browse the clusters precomputed on the grid.
@@ -21,15 +21,15 @@ import numpy as np
 import polars as pl
 import pyarrow as pa
 
-from lab import neardup
+from lab import dedup
 from lab.config import Config
+from lab.dedup.forest import GRID
 from lab.errors import ConfigError
-from lab.query.compile import check_columns, reason_of, rules_of, codes_sql
+from lab.query.compile import check_columns, codes_sql, reason_of, rules_of
 from lab.query.run import MEMO_FUNNELS, Run, open_run
 from lab.query.sql import ident, quote, to_arrow
 from lab.rules import Rule
 from lab.stages import STAGE_NAMES
-from lab.neardup.forest import GRID
 
 # --- near dedup: selection-aware, over the survivors' candidate edges -----------------------------
 
@@ -47,7 +47,7 @@ def candidate_edges(r: Run) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def edges(run: str | Path | Run) -> pl.DataFrame:
-    """The run's near-duplicate candidate pairs (``lab.neardup.EDGE_SCHEMA``), ordered by (u_doc, v_doc)."""
+    """The run's near-duplicate candidate pairs (``lab.dedup.EDGE_SCHEMA``), ordered by (u_doc, v_doc)."""
     return open_run(run).cursor().sql("SELECT * FROM edges ORDER BY u_doc, v_doc").pl()
 
 
@@ -90,7 +90,7 @@ def near_drops(run: str | Path | Run, rules: list[Rule]) -> pa.Table:
     doc_ids = alive.column("doc_id").to_numpy()
     u, v, j = candidate_edges(r)
     ranks = near_ranks(keep, alive)
-    dropped = neardup.keep_one_per_cluster(doc_ids, alive.column("content_hash").to_numpy(), ranks, u, v, j, threshold)
+    dropped = dedup.keep_one_per_cluster(doc_ids, alive.column("content_hash").to_numpy(), ranks, u, v, j, threshold)
     pos = np.searchsorted(doc_ids, dropped, sorter=np.argsort(doc_ids))
     out = alive.take(pa.array(np.argsort(doc_ids)[pos])).select(schema.names).cast(schema)
     with r.lock:
@@ -136,7 +136,7 @@ def without_near(rules: list[Rule]) -> list[Rule]:
 
 def near_ranks(keep: str, alive: pa.Table) -> np.ndarray:
     """The rank ``keep`` orders an alive table's members by (its ``fbytes`` and ``rank`` columns)."""
-    return neardup.rank_of(keep, alive.column("fbytes").fill_null(float("nan")).to_numpy(),
+    return dedup.rank_of(keep, alive.column("fbytes").fill_null(float("nan")).to_numpy(),
                          alive.column("rank").fill_null(float("nan")).to_numpy())
 
 
@@ -168,7 +168,7 @@ def grid_col(threshold: float) -> str:
     if not match:
         raise ConfigError(f"threshold={threshold!r} is not allowed: clusters are precomputed at "
                           f"{', '.join(f'{t:.2f}' for t in GRID)}; pick one of those")
-    return neardup.grid_column(match[0])
+    return dedup.grid_column(match[0])
 
 
 def _members_sql(col: str, extra: Sequence[str] = ()) -> str:
@@ -235,7 +235,7 @@ def _memo(r: Run, key: tuple, compute) -> Any:
 
 def _keep_policy(r: Run, config: Config | None, keep: str | None) -> tuple[str, str]:
     """(keep, keep_signal): ``keep`` if given, else the config's (or the run's) near_dedup choice."""
-    from lab.neardup.keep import KEEP
+    from lab.dedup.keep import KEEP
     from lab.stages.near_dedup import Config as NearConfig
 
     base = config if config is not None else r.config
@@ -261,7 +261,7 @@ def _cluster_base(r: Run, col: str, threshold: float, keep: str, keep_signal: st
         sql = (f"WITH m AS ({_members_sql(col, [keep_signal] if keep == 'best_signal' else [])}), "
                f"e AS (SELECT cu.{col} AS cluster_id, min(e.jaccard) AS min_jaccard, avg(e.jaccard) AS mean_jaccard "
                f"FROM edges e JOIN clusters cu ON e.u = cu.node JOIN clusters cv ON e.v = cv.node "
-               f"WHERE cu.{col} = cv.{col} AND e.jaccard >= {threshold - neardup.EPS!r} GROUP BY ALL), "
+               f"WHERE cu.{col} = cv.{col} AND e.jaccard >= {threshold - dedup.EPS!r} GROUP BY ALL), "
                f"g AS (SELECT cluster_id, count(*) AS size, count(DISTINCT content_hash) AS nodes, "
                f"list(DISTINCT source ORDER BY source) AS sources, list(DISTINCT lang ORDER BY lang) AS languages, "
                f"first(doc_id ORDER BY {order}) AS representative FROM m GROUP BY cluster_id) "
@@ -419,4 +419,4 @@ def pair_jaccard(run: str | Path | Run, doc_a: int, doc_b: int) -> PairJaccard:
             return PairJaccard(float(row[0]), True)
     texts = dict(cur.execute(f"SELECT doc_id, text FROM docs WHERE doc_id IN ({int(doc_a)}, {int(doc_b)})").fetchall())
     ngram = r.config.stages.near_dedup.ngram if r.config is not None else 5
-    return PairJaccard(neardup.text_jaccard(texts.get(int(doc_a)) or "", texts.get(int(doc_b)) or "", ngram=ngram), False)
+    return PairJaccard(dedup.text_jaccard(texts.get(int(doc_a)) or "", texts.get(int(doc_b)) or "", ngram=ngram), False)

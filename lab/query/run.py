@@ -25,15 +25,15 @@ from typing import Any
 import duckdb
 import numpy as np
 
-from lab import neardup
+from lab import dedup
 from lab.config import Config, load
+from lab.dedup.forest import GRID
 from lab.errors import ConfigError, NotReadyError
 from lab.io.run import RunLayout
 from lab.io.schema import numeric_signals
 from lab.io.writers import read_json
-from lab.stages import STAGE_NAMES, STAGES
-from lab.neardup.forest import GRID
 from lab.query.sql import empty_table, ident, quote
+from lab.stages import STAGE_NAMES, STAGES
 from lab.stats import Summary
 
 # signals of group rules (one survivor per value): the in-memory table precomputes their group sizes
@@ -142,17 +142,17 @@ def open_run(run: str | Path | Run, *, in_memory: bool = False, refresh: bool = 
         if any((layout.dedup / "edges").glob("bucket-*.parquet")):
             con.execute(f"CREATE VIEW edges AS SELECT * FROM read_parquet({quote(str(layout.dedup / 'edges' / 'bucket-*.parquet'))})")
         else:
-            con.execute(f"CREATE TABLE edges AS SELECT * FROM {empty_table(neardup.EDGE_SCHEMA)}")
+            con.execute(f"CREATE TABLE edges AS SELECT * FROM {empty_table(dedup.EDGE_SCHEMA)}")
         if any((layout.dedup / "exact").glob("bucket-*.parquet")):
             con.execute("CREATE VIEW exact_groups AS SELECT * FROM "
                         f"read_parquet({quote(str(layout.dedup / 'exact' / 'bucket-*.parquet'))})")
         else:
-            con.execute(f"CREATE TABLE exact_groups AS SELECT * FROM {empty_table(neardup.EXACT_SCHEMA)}")
+            con.execute(f"CREATE TABLE exact_groups AS SELECT * FROM {empty_table(dedup.EXACT_SCHEMA)}")
         if layout.clusters.exists():
             con.execute(f"CREATE VIEW clusters AS SELECT * FROM read_parquet({quote(str(layout.clusters))})")
         else:
             con.execute(f"CREATE TABLE clusters AS SELECT 0::BIGINT AS node, 0::BIGINT AS doc_id, "
-                        f"{', '.join(f'NULL::BIGINT AS {neardup.grid_column(t)}' for t in GRID)} LIMIT 0")
+                        f"{', '.join(f'NULL::BIGINT AS {dedup.grid_column(t)}' for t in GRID)} LIMIT 0")
         # the documents near dedup can touch: those of a node with a candidate edge (nd_docs), and when
         # exact dedup is off, exact copies too (nd_docs_all: several may survive to share a node)
         copies = ("_n_content_hash > 1" if in_memory else

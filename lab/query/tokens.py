@@ -17,11 +17,11 @@ import pyarrow as pa
 from lab.config import Config
 from lab.errors import ConfigError, NotReadyError
 from lab.io.writers import read_json
-from lab.splits import order_and_splits
-from lab.query.compile import rules_of, codes_sql
+from lab.query.compile import codes_sql, rules_of
 from lab.query.neardup import with_near
 from lab.query.run import GROUP_BY, Run, open_run
 from lab.query.sql import ident, quote, to_arrow
+from lab.splits import order_and_splits
 
 
 def tokenizer_sample(run: str | Path | Run, config: Config) -> tuple[list[str], pl.DataFrame]:

@@ -43,8 +43,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lab.rules import Rule
 from lab.fields import check, knob
+from lab.rules import Rule
 from lab.stages.url import host_of
 
 NAME = "boilerplate"
@@ -179,8 +179,8 @@ def count_table(records: pa.Table) -> pa.Table:
 
 
 def buckets_of(counts: pa.Table, n_buckets: int) -> np.ndarray:
-    """The shuffle bucket of each (site, line_hash) row (``lab.neardup.shuffle.bucket_of``'s layout)."""
-    from lab.neardup.shuffle import bucket_of
+    """The shuffle bucket of each (site, line_hash) row (``lab.dedup.shuffle.bucket_of``'s layout)."""
+    from lab.dedup.shuffle import bucket_of
 
     sites = counts.column("site").to_pylist()
     known: dict[str, int] = {}

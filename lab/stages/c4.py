@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from lab.rules import Rule
 from lab.fields import check, knob
+from lab.rules import Rule
 from lab.text.words import sentences
 
 NAME = "c4"

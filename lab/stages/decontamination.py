@@ -31,11 +31,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lab.dedup.signature import ngram_hashes, normalize
 from lab.errors import ConfigError
-from lab.io.writers import read_json, write_json, write_npy
-from lab.neardup.signature import ngram_hashes, normalize
-from lab.rules import Rule
 from lab.fields import check, knob
+from lab.io.writers import read_json, write_json, write_npy
+from lab.rules import Rule
 
 NAME = "decontamination"
 VERSION = 1  # bump when the signals give other values (normalization, hashing)

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from lab.rules import Rule
 from lab.fields import check, knob
+from lab.rules import Rule
 from lab.text import segment
 
 NAME = "gopher_repetition"

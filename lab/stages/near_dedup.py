@@ -3,7 +3,7 @@
 Words are those of the normalized text split at spaces for English and every language written with
 spaces (unchanged from ``VERSION`` 1); for Chinese, Japanese, Thai, Lao, Khmer and Burmese they are
 the document's word split (``lab.text.segment.document_words``, ICU's words, the split
-gopher_quality, gopher_repetition and fineweb use), normalized (``lab.neardup.signature.shingle_text``).
+gopher_quality, gopher_repetition and fineweb use), normalized (``lab.dedup.signature.shingle_text``).
 ``VERSION`` 2 and the segmenter in ``signal_params`` put that into the signals hash, so a rerun
 recomputes the signatures, shingle sets and band records.
 
@@ -11,16 +11,16 @@ The stage's signal is ``nd_shingles`` (distinct shingles; 0: no words, never a n
 per-partition output (``Collector``) is the partition's MinHash signatures
 (``dedup/signatures/part-KEY.npy``, row i = the partition's i-th document), its shingle sets with
 ``exact_jaccard``, and its LSH band records split into shuffle buckets (``dedup/bands/``): the map
-side of the shuffle that ``lab.neardup.shuffle`` reduces. How a signature is computed is
-``lab.neardup.signature``.
+side of the shuffle that ``lab.dedup.shuffle`` reduces. How a signature is computed is
+``lab.dedup.signature``.
 
-Decision side (``lab.neardup`` builds candidate edges and clusters; ``lab.query`` applies the rule):
+Decision side (``lab.dedup`` builds candidate edges and clusters; ``lab.query`` applies the rule):
 a near-duplicate group is a connected component of the candidate edges with Jaccard >= ``threshold``
 among the documents that passed every earlier stage; one member per group is kept, chosen by
 ``keep``. Documents with equal ``content_hash`` share one node (their signatures are equal).
 
 Recall: only pairs that LSH makes candidates get an edge, so ``bands`` x ``rows`` bound what any
-threshold can find (``lab.neardup.recall``). ``recall`` is the expected pair recall at the threshold
+threshold can find (``lab.dedup.recall``). ``recall`` is the expected pair recall at the threshold
 (the candidate probability of a pair exactly at it); the CLI and the dashboard show it
 (``recall_line``) and warn below 0.7 (``recall_warning``). The grid offers every threshold whatever
 its recall, with that warning: the clusters found at a low one are still worth browsing, and a
@@ -36,16 +36,16 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lab.dedup.forest import GRID
+from lab.dedup.keep import KEEP
+from lab.dedup.recall import TARGET_RECALL, WARN_BELOW, bands_rows, lowest_threshold, recall_at
+from lab.dedup.shuffle import band_groups, write_bands
+from lab.dedup.signature import signature
+from lab.fields import check, knob
 from lab.io.run import RunLayout
 from lab.io.writers import write_npy
-from lab.neardup.forest import GRID
-from lab.neardup.keep import KEEP
-from lab.neardup.recall import TARGET_RECALL, WARN_BELOW, bands_rows, lowest_threshold, recall_at
-from lab.neardup.shuffle import band_groups, write_bands
-from lab.neardup.signature import signature
 from lab.rules import Near, Rule
 from lab.text import segment
-from lab.fields import check, knob
 
 NAME = "near_dedup"
 VERSION = 2  # bump when signals() (or what it reads: word lists, models) gives other values
@@ -74,7 +74,7 @@ class Config:
     rows: int = 8  # values per band; num_perm = bands * rows
     # the lowest threshold to be used (a Jaccard in 0.50..0.95), or null: bands and rows as written; set, bands x rows
     # as written is a budget of permutations within which bands and rows are derived: the most rows per band, then
-    # the fewest bands, whose expected pair recall at min_threshold is >= 0.95 (lab.neardup.recall.bands_rows)
+    # the fewest bands, whose expected pair recall at min_threshold is >= 0.95 (lab.dedup.recall.bands_rows)
     min_threshold: float | None = None
     seed: int = 1  # seed of datasketch's permutations
     # store shingle sets (about half the size of the text) and give every candidate pair its exact

@@ -49,8 +49,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from lab.rules import Rule
 from lab.fields import check, knob
+from lab.rules import Rule
 from lab.text.words import Recent
 
 NAME = "pii"

@@ -30,8 +30,8 @@ from typing import Any
 import pyarrow as pa
 
 from lab import quality
-from lab.rules import Rule
 from lab.fields import check, knob
+from lab.rules import Rule
 
 NAME = "quality_model"
 VERSION = 1  # bump when the signals give other values (the text given to the model, the score's definition)

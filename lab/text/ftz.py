@@ -27,9 +27,9 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import math
+import struct
 from itertools import compress, repeat
 from operator import is_
-import struct
 from pathlib import Path
 
 import numpy as np

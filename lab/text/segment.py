@@ -23,7 +23,7 @@ would be three or more libraries and dictionaries for the same coverage.
 One word split per document: ``document_words`` is the split of the document in its own language
 (the language stage's ``detect``, run once per document and remembered), and every stage that counts
 words asks it: gopher_quality (word counts, stop words), gopher_repetition (word n-grams), fineweb
-(newlines per word) and near_dedup (word 5-gram shingles, ``lab.neardup.signature.shingle_text``).
+(newlines per word) and near_dedup (word 5-gram shingles, ``lab.dedup.signature.shingle_text``).
 The last texts' words are kept (``text.Recent``, as ``text.words`` does), so the stages after the first get them
 free, also when annotate hands each stage a chunk of documents.
 """

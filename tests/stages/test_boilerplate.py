@@ -254,7 +254,7 @@ def test_min_docs_recomputes_the_signal_only(pages_run):
 
 
 def test_remove_lines_at_tokenize_keeps_main_text(tmp_path):
-    from lab import tokenize
+    from lab.tokens import tokenize
 
     records = corpus(seed=11)
     cfg = run(tmp_path, "strip", records, partition_bytes=4096, buckets=2, tokenizer=True, remove_lines=True)
@@ -292,7 +292,7 @@ def test_a_repeated_line_holding_an_address_is_counted_and_removed_as_stored(tmp
     """A site's footer with an e-mail address is stored scrubbed (the PII stage); its lines are counted as
     stored, so the footer is one repeated line, removed at tokenize like any other (it was counted
     unscrubbed and looked up scrubbed: never removed)."""
-    from lab import tokenize
+    from lab.tokens import tokenize
 
     rng = random.Random(3)
     footer = "Questions? Write to webmaster@delta.example.com"

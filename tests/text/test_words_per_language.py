@@ -7,8 +7,8 @@ import random
 import numpy as np
 import pytest
 
-from lab.neardup.compare import text_jaccard
-from lab.neardup.signature import minhash, normalize, shingle_hashes, shingle_text
+from lab.dedup.compare import text_jaccard
+from lab.dedup.signature import minhash, normalize, shingle_hashes, shingle_text
 from lab.stages import fineweb as fw
 from lab.stages import gopher_repetition as gr
 from lab.stages import near_dedup

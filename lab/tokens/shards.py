@@ -14,7 +14,7 @@ A split directory (``tokens/train/``, ``tokens/val/``) holds:
   order, each ``(doc_id, start, length)``: tokens ``start:start + length`` of document ``doc_id``'s
   tokenization (its ``tokenized/`` ids, EOD appended). ``shard-NNNNN.piece_offsets.npy``: int64
   ``[sequences + 1]``: sequence ``i``'s pieces are rows ``piece_offsets[i]:piece_offsets[i + 1]``.
-  ``lab.provenance.locate`` maps a token back to its document.
+  ``lab.tokens.provenance.locate`` maps a token back to its document.
 - ``manifest.json`` (``SplitManifest``): dtype, seq_len, eod_id, pad_id, the shards with their
   sequence counts, token counts, tokenizer sha256, config hash, shuffle seed.
 

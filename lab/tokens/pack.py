@@ -78,7 +78,7 @@ class Plan:
 
     def bounds(self) -> tuple[np.ndarray, np.ndarray]:
         """Every sequence's ``cu_seqlens``, flat: int32 ``bounds`` and int64 ``offsets [sequences + 1]``;
-        sequence ``s``'s are ``bounds[offsets[s]:offsets[s + 1]]`` (the ``lab.io.shards`` layout).
+        sequence ``s``'s are ``bounds[offsets[s]:offsets[s + 1]]`` (the ``lab.tokens.shards`` layout).
 
         >>> plan(np.array([3, 5, 4]), 8, "best_fit").bounds()
         (array([0, 5, 8, 0, 4], dtype=int32), array([0, 3, 5]))

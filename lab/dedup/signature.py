@@ -17,7 +17,7 @@
   permutation. It equals ``datasketch.MinHash(num_perm, seed, hashfunc=shingle_hash).update_batch``
   on the same shingles value for value (a test holds them equal), so ``LeanMinHash`` reads it.
 - ``bands`` x ``rows`` = ``num_perm``: band ``j`` hashes values ``j*rows .. (j+1)*rows-1``; two
-  documents become a candidate pair when any band is equal (LSH; how often: ``lab.neardup.recall``).
+  documents become a candidate pair when any band is equal (LSH; how often: ``lab.dedup.recall``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """loader: a deterministic, resumable, exactly-once reader of one token split (``tokens/train``).
 
-The unit is a *sequence*: one row of ``seq_len`` tokens of a shard (``lab.io.shards``). Sequences
+The unit is a *sequence*: one row of ``seq_len`` tokens of a shard (``lab.tokens.shards``). Sequences
 are numbered globally in shard order, then row order: shard 0's rows are ``0 .. s0 - 1``, shard
 1's are ``s0 .. s0 + s1 - 1``, and so on, ``N`` in all.
 
@@ -77,7 +77,7 @@ import numpy as np
 
 from lab.errors import ConfigError, IntegrityError
 from lab.hashing import splitmix64, splitmix64_array
-from lab.io.shards import Shard, SplitManifest, open_shard, read_manifest
+from lab.tokens.shards import Shard, SplitManifest, open_shard, read_manifest
 
 STATE_VERSION = 2  # 1: numpy Generator.permutation order; 2: FeistelOrder
 ORDER = "feistel4-ff1split-splitmix64"  # the order function a version-2 state was saved under
@@ -153,7 +153,7 @@ class FeistelOrder:
 @dataclass(slots=True)
 class Sample:
     """One delivered sequence: ``tokens`` [seq_len] (a read-only view of the shard, or a read-only
-    copy when prefetched), its ``cu_seqlens`` (document boundaries, ``lab.io.shards``), its global
+    copy when prefetched), its ``cu_seqlens`` (document boundaries, ``lab.tokens.shards``), its global
     ``index``, the ``epoch`` and its ``position`` in this stream (0-based: after it, the stream has
     yielded position + 1)."""
 
@@ -551,7 +551,7 @@ def _torch_dataset_class():
             import torch
             from torch.utils.data import IterableDataset, get_worker_info
         except ImportError as e:
-            raise ConfigError("lab.loader.torch_dataset needs PyTorch, which is not installed: pip install torch") from e
+            raise ConfigError("lab.tokens.loader.torch_dataset needs PyTorch, which is not installed: pip install torch") from e
 
         class TorchTokenDataset(IterableDataset):
             """Each DataLoader worker reads its own stream (worker_id/num_workers from
@@ -588,7 +588,7 @@ def _torch_dataset_class():
 
 
 def __getattr__(name: str):
-    # lets pickle find lab.loader.TorchTokenDataset in spawned DataLoader workers
+    # lets pickle find lab.tokens.loader.TorchTokenDataset in spawned DataLoader workers
     if name == "TorchTokenDataset":
         return _torch_dataset_class()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

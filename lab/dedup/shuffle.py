@@ -12,7 +12,7 @@
    *first* equal band, so each pair is found exactly once over all buckets. Its Jaccard is the
    fraction of equal signature values (read in place from the partitions' ``.npy`` files), or with
    ``exact_jaccard`` the Jaccard of the two shingle-hash sets. Edges go to ``dedup/edges/``; the task
-   returns their maximum spanning forest (``lab.neardup.forest``).
+   returns their maximum spanning forest (``lab.dedup.forest``).
 """
 
 from __future__ import annotations
@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Sequence
 import numpy as np
 import pyarrow as pa
 
+from lab.dedup.forest import Forest, spanning_forest
+from lab.dedup.signature import band_hashes
 from lab.errors import IntegrityError
 from lab.io.run import RunLayout
 from lab.io.writers import read_parquet_group, write_parquet, write_parquet_groups
-from lab.neardup.forest import Forest, spanning_forest
-from lab.neardup.signature import band_hashes
 
 if TYPE_CHECKING:
     from lab.stages.near_dedup import Config

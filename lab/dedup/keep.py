@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from lab.neardup import graph
-from lab.neardup.forest import EPS
+from lab.dedup import graph
+from lab.dedup.forest import EPS
 
 KEEP = ("lowest_id", "longest", "best_signal")  # which member of a group is kept
 

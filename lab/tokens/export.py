@@ -5,7 +5,7 @@ One Megatron *sequence* per document, as Megatron-LM's ``tools/preprocess_data.p
 (EOD included), so exporting our packed sequences would pack twice and hide document boundaries. The
 documents are the split's own (its tokens exactly: a document ``pad`` truncated stays truncated) in
 the order they first appear in the split's shards, rebuilt from the provenance pieces
-(``lab.provenance``), so the export needs only ``tokens/SPLIT/``.
+(``lab.tokens.provenance``), so the export needs only ``tokens/SPLIT/``.
 
 ``PREFIX.bin``: every document's tokens, back to back, little-endian ``dtype`` (uint16 when the
 split's are, else int32). ``PREFIX.idx`` (all little-endian):
@@ -33,8 +33,8 @@ from pathlib import Path
 import numpy as np
 
 from lab.errors import IntegrityError
-from lab.io.shards import open_shard, read_manifest
 from lab.io.writers import atomic
+from lab.tokens.shards import open_shard, read_manifest
 
 MAGIC = b"MMIDIDX\x00\x00"
 DTYPE_CODES = {"uint8": 1, "int8": 2, "int16": 3, "int32": 4, "int64": 5, "float64": 6, "float32": 7, "uint16": 8}

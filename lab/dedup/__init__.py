@@ -14,12 +14,21 @@ The stage itself (config, signal, rule, per-partition output) is ``lab.stages.ne
 engine runs the shuffle, ``lab.query`` applies the rule.
 """
 
-from lab.neardup.compare import diff, text_jaccard
-from lab.neardup.forest import EPS, GRID, Forest, grid_clusters, grid_column, merge_forests, spanning_forest, write_clusters
-from lab.neardup.keep import KEEP, cluster_keepers, keep_one_per_cluster, rank_of
-from lab.neardup.recall import bands_rows, lowest_threshold, recall_at, s_curve, s_curve_points
-from lab.neardup.shuffle import BAND_SCHEMA, EDGE_SCHEMA, EXACT, EXACT_SCHEMA, band_groups, reduce_bucket, write_bands
-from lab.neardup.signature import normalize, shingle_hash, shingle_hashes, shingle_text, shingles
+from lab.dedup.compare import diff, text_jaccard
+from lab.dedup.forest import (
+           EPS,
+           GRID,
+           Forest,
+           grid_clusters,
+           grid_column,
+           merge_forests,
+           spanning_forest,
+           write_clusters,
+)
+from lab.dedup.keep import KEEP, cluster_keepers, keep_one_per_cluster, rank_of
+from lab.dedup.recall import bands_rows, lowest_threshold, recall_at, s_curve, s_curve_points
+from lab.dedup.shuffle import BAND_SCHEMA, EDGE_SCHEMA, EXACT, EXACT_SCHEMA, band_groups, reduce_bucket, write_bands
+from lab.dedup.signature import normalize, shingle_hash, shingle_hashes, shingle_text, shingles
 
 __all__ = ["BAND_SCHEMA", "EDGE_SCHEMA", "EPS", "EXACT", "EXACT_SCHEMA", "GRID", "KEEP", "Forest", "band_groups",
            "bands_rows", "cluster_keepers", "diff", "grid_clusters", "grid_column", "keep_one_per_cluster",
