@@ -23,12 +23,14 @@ from typing import Any
 import param
 import polars as pl
 
-from lab import dedup, knobs, labels, query
+from lab import dedup, query
 from lab.config import Config, build, dumps, load, to_dict
 from lab.errors import ConfigError
-from lab.mixture import MixtureConfig
 from lab.plan import throughput as plan
+from lab.quality import labels
+from lab.select import knobs
 from lab.stages import STAGE_NAMES, near_dedup
+from lab.tokens.mixture import MixtureConfig
 
 UNITS = ("docs", "bytes", "tokens")
 SPLITS = ("(none)", "lang", "source")
@@ -110,13 +112,13 @@ class Selection(param.Parameterized):
 
     def knobs(self, lang: str | None = None) -> list[knobs.Knob]:
         """The knobs of the selection; the thresholds that may differ by language are ``lang``'s (default:
-        the chosen language's) — named ``stage.key@lang`` (``lab.knobs``)."""
+        the chosen language's) — named ``stage.key@lang`` (``lab.select.knobs``)."""
         langs = tuple(code for code, _ in self.languages)
         return knobs.knobs(self.config, query.signal_ranges(self.run), langs,
                            lang=self.language if lang is None else lang)
 
     def values(self) -> dict[str, Any]:
-        """Every knob's value in the selection, the chosen language's thresholds included (``lab.knobs.values``)."""
+        """Every knob's value in the selection, the chosen language's thresholds included (``lab.select.knobs.values``)."""
         return knobs.values(self.config, lang=self.language)
 
     def load_config(self, cfg: Config | str | Path) -> None:
@@ -252,7 +254,7 @@ class Selection(param.Parameterized):
                             self.config if after is None else after)
 
     def diff(self) -> list:
-        """The knobs that differ from the run's config (``lab.knobs.diff``)."""
+        """The knobs that differ from the run's config (``lab.select.knobs.diff``)."""
         return knobs.diff(self.base, self.config)
 
     def url(self) -> str:
@@ -312,7 +314,7 @@ class Selection(param.Parameterized):
     # --- labels -----------------------------------------------------------------------------------
 
     def label(self, doc_id: int, label: str, note: str = "") -> dict:
-        """Store one label by this session's user (``lab.labels.add``)."""
+        """Store one label by this session's user (``lab.quality.labels.add``)."""
         if not self.user.strip():
             raise ConfigError("no user name: type your name in the 'labelled by' field (or serve with --basic-auth) "
                               "before labelling")
@@ -322,9 +324,9 @@ class Selection(param.Parameterized):
         return query.stage_precision(self.run, self.config if config is None else config)
 
     def train_quality(self, **train: Any) -> dict:
-        """Fit a quality classifier from the run's labels (``lab.quality_train.train``, what
+        """Fit a quality classifier from the run's labels (``lab.quality.train.train``, what
         ``corpus-lab train-quality RUN`` runs); returns its report."""
-        from lab import quality_train
+        from lab.quality import train as quality_train
 
         return quality_train.train(self.run_dir, cfg=quality_train.TrainConfig(**train))
 

@@ -53,7 +53,7 @@ from lab.annotate import CHUNK_DOCS, annotate_docs, new_collectors  # noqa: E402
 from lab.config import Config  # noqa: E402
 from lab.doc import Doc  # noqa: E402
 from lab.io.run import RunLayout  # noqa: E402
-from lab.rules import first_failure  # noqa: E402
+from lab.select.rules import first_failure  # noqa: E402
 from lab.stages import STAGES, c4, fineweb, gopher_quality, gopher_repetition  # noqa: E402
 from lab.text import langid, segment  # noqa: E402
 from lab.text import words as text_words  # noqa: E402

@@ -24,9 +24,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from langid import build_dataset  # noqa: E402
 
-from lab import calibrate, engine, knobs, query  # noqa: E402
+from lab import engine, query  # noqa: E402
+
+from lab.select import calibrate
+
+from lab.select import knobs
 from lab.config import Config, EngineConfig, InputConfig, loads  # noqa: E402
-from lab.select import ruleset  # noqa: E402
+from lab.select.ruleset import ruleset  # noqa: E402
 
 
 def heuristic_keep(run: Path, cfg: Config, lang: str) -> float:

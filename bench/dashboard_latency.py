@@ -449,7 +449,8 @@ def protocol_session(url: str, index: int, moves: int, think: tuple[float, float
 
 def check_last(root: Path, mode: str, index: int, moves: int, names: tuple[str, ...], last: dict) -> dict:
     """Whether a session's final page shows what ``lab.query`` gives for its final config (or page)."""
-    from lab import knobs, query
+    from lab import query
+    from lab.select import knobs
     from lab.config import load
 
     run = query.open_run(root, in_memory=True)
@@ -562,7 +563,7 @@ def phase(root: Path, sessions: int, moves: int, think: tuple[float, float], see
 
 
 def main() -> None:
-    from lab import knobs
+    from lab.select import knobs
     from lab.config import load
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])

@@ -35,7 +35,7 @@ def main() -> None:
                          ingest=IngestConfig(partition_bytes=int(args.partition_mb * 2**20)),
                          engine=EngineConfig(n_workers=workers))
             with engine.client_for(cfg) as client:
-                client.run(lambda: __import__("lab.stages.language").stages.langid.model() and None)  # warm workers
+                client.run(lambda: __import__("lab.text.langid").text.langid.model() and None)  # warm workers
                 t = time.perf_counter()
                 m = engine.run(cfg, progress=False, client=client)
                 wall = time.perf_counter() - t

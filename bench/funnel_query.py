@@ -32,8 +32,8 @@ from lab.config import Config, build
 from lab.io.run import RunLayout
 from lab.io.schema import DOCS_SCHEMA, REJECTS_SCHEMA, signals_schema
 from lab.io.writers import write_parquet
-from lab.select import ruleset
-from lab.rules import Rule
+from lab.select.ruleset import ruleset
+from lab.select.rules import Rule
 from lab.query.sql import ident
 
 CHUNK = 1_000_000

@@ -1,6 +1,6 @@
 """Materialize with a mixture: CPU-seconds per GB of written tokens, per core, against no mixture.
 
-A copy of a run (default ``runs/sample``) is materialized in this process (one core: ``lab.materialize.run``)
+A copy of a run (default ``runs/sample``) is materialized in this process (one core: ``lab.tokens.materialize.run``)
 under its own config, then under mixtures that upsample every language bucket to ``--epochs`` (copies of
 whole documents) and that downsample it to a half. Each is timed by CPU time (``time.process_time``) of the
 materialize call alone, three times; the written tokens are read from the split manifests. Prints JSON.
@@ -19,11 +19,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from lab import materialize, query
+from lab import query
+
+from lab.tokens import materialize
 from lab.config import load
 from lab.io.run import RunLayout
 from lab.tokens.shards import read_manifest
-from lab.mixture import BucketTarget, MixtureConfig
+from lab.tokens.mixture import BucketTarget, MixtureConfig
 
 
 def written(layout: RunLayout) -> tuple[int, int]:

@@ -1,6 +1,6 @@
 """Provenance and Megatron export costs (issue 16 §5, §6).
 
-1. ``materialize_e2e``: ``lab.materialize.run`` on a copy of a tokens run (``--run``; default: the
+1. ``materialize_e2e``: ``lab.tokens.materialize.run`` on a copy of a tokens run (``--run``; default: the
    synthetic sample with ``tests/conftest.tokens_config``, built once under ``--dir``), best of
    ``--repeat``, with provenance (as shipped) and with ``write_pieces`` replaced by a no-op (what
    materialize wrote before provenance).
@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
-from lab import materialize  # noqa: E402
+from lab.tokens import materialize  # noqa: E402
 
 from lab.tokens import pack
 from lab.tokens import shards  # noqa: E402

@@ -11,7 +11,7 @@ What it measures, on two labelled splits (each split seeded 70/30 per class):
   real part (installed packages' descriptions, READMEs, licences and docstrings: the "corpus"), much
   closer to each other.
 
-Candidates: scikit-learn (``lab.quality_train.fit``: hashed word 1-2-grams, optionally char_wb 3-5-grams,
+Candidates: scikit-learn (``lab.quality.train.fit``: hashed word 1-2-grams, optionally char_wb 3-5-grams,
 logistic regression) and fastText supervised (``fasttext-numpy2-wheel`` in bench/.venv-fasttext,
 ``bash bench/setup_fasttext.sh``; trained there, scored here with fasttext-predict like the stage).
 For each: held-out AUC, precision and recall at 0.5, training CPU seconds, and documents scored per
@@ -41,8 +41,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lab import quality, sample  # noqa: E402
-from lab.quality_train import TrainConfig, fit, split  # noqa: E402
+from lab import sample  # noqa: E402
+
+from lab.quality import model as quality
+from lab.quality.train import TrainConfig, fit, split  # noqa: E402
 from lab.stages import quality_model as qm  # noqa: E402
 
 OUT = ROOT / "bench" / "out"
@@ -119,7 +121,7 @@ def figures(scorer, test_pos: list[str], test_neg: list[str], max_chars: int) ->
 
 
 def lab_model(train_pos, train_neg, path: Path, **kw) -> float:
-    from lab.quality_train import save
+    from lab.quality.train import save
 
     cfg = TrainConfig(seed=SEED, held_out=0.05, **kw)  # held-out figures come from the bench's own split
     t0 = time.process_time()

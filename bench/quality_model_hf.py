@@ -38,7 +38,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lab import quality  # noqa: E402
+from lab.quality import model as quality  # noqa: E402
 from lab.stages import quality_model as qm  # noqa: E402
 
 OUT = ROOT / "bench" / "out"

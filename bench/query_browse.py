@@ -28,7 +28,7 @@ from pathlib import Path
 from dashboard_latency import build_run  # the same 1M-document run (bench/ is on the path when run)
 from lab import query
 from lab.config import Config, build
-from lab.knobs import knobs
+from lab.select.knobs import knobs
 
 TEXTS = 20_000  # documents with a text: the viewer's pages near the start of the sample order
 

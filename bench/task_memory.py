@@ -32,7 +32,8 @@ KINDS = ("annotate", "reduce", "tokenize", "scatter", "shard", "clusters")
 TASK = r'''
 import re, shutil, sys, tempfile
 from pathlib import Path
-from lab import config, materialize
+from lab import config
+from lab.tokens import materialize
 from lab import dedup
 from lab.tokens import tokenize
 from lab.annotate import annotate_partition
@@ -82,7 +83,9 @@ def prepare_job(run: Path) -> Path:
     """materialize.prepare (the driver's part) and every partition scattered, for the shard task."""
     import pickle
 
-    from lab import config, materialize
+    from lab import config
+
+    from lab.tokens import materialize
     from lab.io.run import RunLayout
 
     lay = RunLayout(run)
@@ -103,7 +106,7 @@ def main() -> None:
         job = prepare_job(run)
         docs = json.loads((run / "manifest.json").read_text())["totals"]["docs"]
         out[run.name] = {"docs": docs, **{k: measure(run, k, job) for k in KINDS}}
-        from lab import materialize
+        from lab.tokens import materialize
         from lab.io.run import RunLayout
 
         materialize.start(RunLayout(run))  # remove the scattered files

@@ -46,8 +46,8 @@ from lab.io.readers import Reject, read
 from lab.io.run import RunLayout
 from lab.io.schema import DOCS_SCHEMA, REJECTS_SCHEMA, numeric_signals, signals_schema
 from lab.io.writers import ParquetStream, write_json, write_parquet
-from lab.rules import Rule, first_failure
-from lab.select import ruleset
+from lab.select.rules import Rule, first_failure
+from lab.select.ruleset import ruleset
 from lab.stages import STAGES, extract, pii
 
 

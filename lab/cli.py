@@ -195,7 +195,7 @@ def cmd_mixture(args: argparse.Namespace) -> int:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     import polars as pl
 
-    from lab import calibrate
+    from lab.select import calibrate
 
     run_dir = _run_dir(args.run)
     cfg = load(args.config) if args.config else load(run_dir / "config.yaml")
@@ -271,7 +271,8 @@ def cmd_urls(args: argparse.Namespace) -> int:
 def cmd_labels(args: argparse.Namespace) -> int:
     import polars as pl
 
-    from lab import labels, query
+    from lab import query
+    from lab.quality import labels
 
     run_dir = _run_dir(args.run)
     cfg = load(args.config) if args.config else load(run_dir / "config.yaml")
@@ -286,14 +287,14 @@ def cmd_labels(args: argparse.Namespace) -> int:
         print(df)
     if not df["labelled"].sum():
         print(f"no labels in {run_dir}/labels/ yet: label documents in the dashboard (corpus-lab serve) or with "
-              "lab.labels.add")
+              "lab.quality.labels.add")
     for p in query.label_problems(run_dir):
         print(f"corpus-lab: warning: skipped {p}", file=sys.stderr)
     return 0
 
 
 def cmd_train_quality(args: argparse.Namespace) -> int:
-    from lab import quality_train
+    from lab.quality import train as quality_train
 
     run_dir = _run_dir(args.run)
     cfg = quality_train.TrainConfig(seed=args.seed, held_out=args.held_out, cut=args.cut, max_docs=args.max_docs,

@@ -9,7 +9,7 @@ this file).
 
 A stage section may also hold ``by_lang: {lang: {threshold: value}}``: per-language values of its
 numeric thresholds, kept in ``StagesConfig.by_lang`` (``overrides(stage)`` reads them) and written back
-inside the section; ``lab.rules.with_by_lang`` turns them into the rules' ``by_lang``.
+inside the section; ``lab.select.rules.with_by_lang`` turns them into the rules' ``by_lang``.
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ from lab.errors import ConfigError, IntegrityError
 from lab.fields import check, knob_kind
 from lab.io import decoding
 from lab.io.inputs import FORMATS, IngestConfig, InputConfig  # noqa: F401 - the config's inputs and ingest sections
-from lab.mixture import MixtureConfig
 from lab.stages import STAGE_NAMES, STAGES
 from lab.tokens import tokenizer_source
+from lab.tokens.mixture import MixtureConfig
 
 RENAMED = {"ingest.text_files_per_partition": "files_per_partition"}  # old key path -> its new name
 _MEMORY = re.compile(r"auto|0?\.\d+|1(\.0*)?|\d+(\.\d+)?\s*([kKmMgGtT]i?[bB]|[bB])?")
@@ -53,7 +53,7 @@ def _by_lang_of(self: Any, stage: str) -> dict[str, dict[str, Any]]:
 
 
 def _check_by_lang(self: Any) -> None:
-    from lab.rules import with_by_lang
+    from lab.select.rules import with_by_lang
 
     for name, langs in self.by_lang:  # as built from YAML (_build_by_lang), or given in Python
         if name not in STAGE_NAMES or STAGE_NAMES.index(name) < STAGE_NAMES.index(FIRST_BY_LANG_STAGE):
@@ -246,7 +246,7 @@ class Config:
     percentiles: tuple[PercentileRule, ...] = ()  # drop a share of the documents by a signal's global quantile (explore mode)
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
     pack: PackConfig = field(default_factory=PackConfig)
-    mixture: MixtureConfig = field(default_factory=MixtureConfig)  # token budgets per bucket of kept documents (lab.mixture)
+    mixture: MixtureConfig = field(default_factory=MixtureConfig)  # token budgets per bucket of kept documents (lab.tokens.mixture)
     engine: EngineConfig = field(default_factory=EngineConfig)
 
     def __post_init__(self) -> None:

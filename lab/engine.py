@@ -616,8 +616,8 @@ def _tokenize(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Partitio
 
 def _materialize(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Partition], *, progress: bool) -> bool:
     """Shuffle the kept documents' tokens into shards (one task per tokenized partition), then pack and
-    write each shard (one task per shard): ``lab.materialize``."""
-    from lab import materialize
+    write each shard (one task per shard): ``lab.tokens.materialize``."""
+    from lab.tokens import materialize
 
     if not steps.materialize_needed(cfg, layout, parts):
         return False

@@ -4,7 +4,7 @@
 ``unit`` (what the number counts: "words", "fraction of lines", "Jaccard"), ``help`` (one plain
 sentence: what a document must satisfy to be kept) and, when it is not the stage module's
 ``SOURCE``, ``source`` (where the default comes from: the paper or filter it is published in).
-``lab.knobs`` reads it to label each control; the default itself is the published one.
+``lab.select.knobs`` reads it to label each control; the default itself is the published one.
 
 A field declared with ``knob`` is a threshold the lab can move without recomputing anything; any other
 field of a stage config (a plain default with a comment, such as MinHash's ``ngram``) decides how

@@ -61,7 +61,7 @@ def versions() -> dict[str, str]:
 
 def models_summary(cfg: Config) -> dict:
     """The quality model a run's signals came from (none: empty)."""
-    from lab import quality
+    from lab.quality import model as quality
 
     qm = cfg.stage("quality_model")
     return {"quality_model": quality.describe(quality.inspect(qm.model, qm.positive_label))} if qm.model else {}
@@ -160,11 +160,11 @@ def write(cfg: Config, layout: RunLayout, parts: list[Partition], *, steps: dict
         "boilerplate": boilerplate_summary(cfg, layout),
         # the frozen tokenizer: sha256 (later steps refuse another), vocabulary, the sample it was fitted on
         "tokenizer": tokenizer_summary(layout),
-        # the frozen models the signals came from: path, kind, classes, sha256 (lab.quality)
+        # the frozen models the signals came from: path, kind, classes, sha256 (lab.quality.model)
         "models": models_summary(cfg),
         # packed token shards per split: documents, sequences, utilization, truncation (tokens/*/manifest.json)
         "tokens": read_json(layout.packing_stats)["splits"] if layout.packing_stats.exists() else {},
-        # the realized mixture (lab.mixture): per bucket tokens before and after, epochs, copies
+        # the realized mixture (lab.tokens.mixture): per bucket tokens before and after, epochs, copies
         "mixture": read_json(layout.packing_stats).get("mixture") if layout.packing_stats.exists() else None,
         # what this invocation computed and what it reused from the run directory
         "last_run": {"partitions_reused": steps["annotate"]["partitions_reused"],

@@ -14,7 +14,7 @@ A run (``lab.engine.run``) is five steps, each recomputed only when what it depe
    (``fit_tokenizer``); frozen while its state (``tokenizer_state``) holds.
 4. **tokenize**: one task per partition not yet counted by the run's tokenizer and text rewrite
    (``lab.tokens.tokenize.tokenize_partition``; ``tokenize_start``; ``strip_state``: boilerplate-line removal).
-5. **materialize**: ``lab.materialize`` (scatter tasks, then shard tasks); current while
+5. **materialize**: ``lab.tokens.materialize`` (scatter tasks, then shard tasks); current while
    ``tokens/`` was written under this config and tokenizer (``tokens_current``).
 
 Before them, ``prepare`` plans the partitions, sets up the run directory and lets every stage with a
@@ -75,7 +75,7 @@ def keys_of(parts: list[Partition] | list[str]) -> list[str]:
 
 def annotated_keys(layout: RunLayout) -> list[str]:
     """The keys of the partitions a run directory holds (its done records), in order: the partitions of the
-    run's last plan, for a step run on its own (``lab.materialize.run``, ``corpus-lab fertility``)."""
+    run's last plan, for a step run on its own (``lab.tokens.materialize.run``, ``corpus-lab fertility``)."""
     return sorted(f.stem.split("-", 1)[1] for f in layout.stats.glob("part-*.json"))
 
 

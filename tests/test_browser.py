@@ -31,7 +31,8 @@ import polars as pl
 import pytest
 
 from apps import format as fmt
-from lab import knobs, query
+from lab import query
+from lab.select import knobs
 from lab.config import load, loads
 from lab.stages import near_dedup
 
@@ -60,7 +61,8 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is n
 def run_dir(tmp_path_factory):
     """The synthetic sample plus documents with markup in their text, planted evaluation items and listed
     URLs, with evaluation sets, a blocklist, URL words and a quality model configured; run once for this module."""
-    from lab import engine, quality_train, sample
+    from lab import engine, sample
+    from lab.quality import train as quality_train
     from lab.config import Config, build
 
     root = tmp_path_factory.mktemp("browser")
@@ -407,7 +409,7 @@ def test_label_round_trip_and_precision_table(served, browser):
 
 
 def test_labels_tab_trains_a_quality_model(served, browser):
-    from lab import labels
+    from lab.quality import labels
 
     run_dir, url = served
     base = load(run_dir / "config.yaml")
@@ -562,7 +564,7 @@ def test_a_language_has_its_thresholds_funnel_and_link(served, browser):
 def test_mixture_tab_budget_gives_the_planned_tokens(served, browser):
     """Issue 16 §7: a budget typed beside a bucket on the Mixture tab shows the bucket's tokens after and its
     epochs as lab.query.mixture_plan realizes them, and the warning of a repeated bucket."""
-    from lab.mixture import BucketTarget, MixtureConfig
+    from lab.tokens.mixture import BucketTarget, MixtureConfig
 
     run_dir, url = served
     page, errors = _open(browser, url)

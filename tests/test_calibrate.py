@@ -1,4 +1,4 @@
-"""Per-language thresholds (``lab.calibrate``, ``corpus-lab calibrate``) on a run whose second language is
+"""Per-language thresholds (``lab.select.calibrate``, ``corpus-lab calibrate``) on a run whose second language is
 the first one's documents with one signal scaled: the calibrated threshold must scale with it."""
 
 import shutil
@@ -9,12 +9,14 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from lab import calibrate, query
+from lab import query
+
+from lab.select import calibrate
 from lab.config import load
 from lab.errors import ConfigError
 from lab.io.run import RunLayout
 from lab.io.schema import DOCS_SCHEMA, REJECTS_SCHEMA
-from lab.rules import Rule
+from lab.select.rules import Rule
 
 SCALE = 1.2  # a language whose documents repeat word 4-grams more than the reference's
 STAGE, SIGNAL, KNOB, OP = "gopher_repetition", "gr_top_4gram_char_frac", "max_top_4gram_char_frac", "<="
@@ -100,14 +102,14 @@ def test_too_few_documents_of_the_reference_is_a_clear_error(two_languages):
 def test_the_calibrated_config_loads_and_cuts_the_language_where_the_reference_is_cut(two_languages):
     from lab.config import loads
 
-    from lab import knobs
+    from lab.select import knobs
 
     cfg = knobs.apply(load(two_languages / "config.yaml"), {"language.keep": ("en", "xx")})  # both kept
     cal = calibrate.calibrate(two_languages, cfg, min_docs=20, stages=(STAGE,))
     tuned = loads(calibrate.config_text(cfg, cal))
     assert tuned.stages.overrides(STAGE)["xx"] == cal.overrides[STAGE]["xx"]
 
-    from lab.select import ruleset
+    from lab.select.ruleset import ruleset
 
     def fails(c, lang: str) -> float:  # the share of the language's documents failing KNOB's rule under c
         rule = next(x for x in ruleset(c) if x.stage == STAGE and x.signal == SIGNAL and x.op == OP)
@@ -122,7 +124,7 @@ def test_the_calibrated_config_loads_and_cuts_the_language_where_the_reference_i
 
 
 def test_a_share_below_one_document_keeps_the_base_only_where_it_cuts_none():
-    from lab import knobs
+    from lab.select import knobs
 
     k = knobs.Knob("s", "max_x", "number", 0.5, "x", step=0.01)
     t = calibrate.Threshold(k, Rule("s", "x", "<=", 0.5, "many"), 0.001)
@@ -139,7 +141,7 @@ def test_the_dashboard_opens_at_a_calibrated_config(two_languages, tmp_path):
     import polars as pl
 
     from apps.store import Selection
-    from lab import knobs
+    from lab.select import knobs
     from lab.config import loads
 
     cfg = knobs.apply(load(two_languages / "config.yaml"), {"language.keep": ("en", "xx")})

@@ -165,8 +165,10 @@ def test_train_quality_from_labels_then_a_batch_run_drops_the_low_scores(tmp_pat
 
     import pyarrow.parquet as pq
 
-    from lab import labels, sample
-    from lab.quality_train import report_path
+    from lab import sample
+
+    from lab.quality import labels
+    from lab.quality.train import report_path
 
     rng = random.Random(3)
     prose = [sample.english_doc(rng) for _ in range(16)]

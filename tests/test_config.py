@@ -159,8 +159,8 @@ stages:
 
 
 def test_per_language_thresholds_round_trip_and_enter_the_config_hash_not_the_signals_hash():
-    from lab.rules import Rule
-    from lab.select import ruleset
+    from lab.select.rules import Rule
+    from lab.select.ruleset import ruleset
 
     cfg = config.loads(BY_LANG_YAML)
     assert cfg.stages.overrides("gopher_quality") == {"de": {"min_stop_words": 3}, "zh": {"min_words": 20}}

@@ -175,7 +175,7 @@ def test_the_near_dedup_card_and_the_dedup_tab_give_the_recall_at_the_threshold(
     from apps.views.dedup import DedupTab
     from apps.views.funnel import FunnelTab
     from apps.views.knobs import recall_note
-    from lab import knobs
+    from lab.select import knobs
     from lab.stages import near_dedup
 
     s = Selection(run_dir)
@@ -248,7 +248,7 @@ def test_the_url_decontamination_and_quality_model_cards(run_dir):
     lists' counts, no evaluation set, no model (the synthetic sample's run has none of them)."""
     from apps.views.funnel import FunnelTab
     from apps.views.knobs import url_report_html
-    from lab import knobs
+    from lab.select import knobs
 
     s = Selection(run_dir)
     tab = FunnelTab(s, Dispatch(None))
@@ -434,7 +434,7 @@ def test_the_mixture_tab_plans_what_materialize_writes(tokens_run):
 
     from apps.store import Planner
     from apps.views.mixture import MixtureTab
-    from lab.mixture import MixtureConfig
+    from lab.tokens.mixture import MixtureConfig
 
     s = Selection(tokens_run.run_dir)
     tab = MixtureTab(s, Dispatch(None))
@@ -445,7 +445,7 @@ def test_the_mixture_tab_plans_what_materialize_writes(tokens_run):
     tab.table.value = df
     tab._apply()
     assert s.config.mixture == MixtureConfig(by=("lang",), buckets=(
-        __import__("lab.mixture").mixture.BucketTarget("en", tokens=2 * en),))
+        __import__("lab.tokens.mixture").tokens.mixture.BucketTarget("en", tokens=2 * en),))
     plan = query.mixture_plan(tokens_run.run_dir, s.config)
     row = tab.table.value.set_index("bucket").loc["en"]
     want = next(r for r in plan.report if r["bucket"] == "en")

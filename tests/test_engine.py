@@ -271,7 +271,7 @@ def test_nonexistent_input_is_a_clear_error(tmp_path):
 
 
 def test_python_rules_equal_sql_on_every_sample_document(synthetic, one_worker_run):
-    from lab.select import python_funnel, ruleset
+    from lab.select.ruleset import python_funnel, ruleset
 
     cfg = config(synthetic, one_worker_run.parent, one_worker_run.name)
     rows = query.signal_rows(one_worker_run).to_dicts()
@@ -299,7 +299,7 @@ def test_batch_mode_with_per_language_thresholds_keeps_the_same_documents(synthe
 def test_python_rules_equal_sql_with_per_language_thresholds(synthetic, one_worker_run):
     # de and en moved different ways, fr only in one stage, ja absent from the sample: Python, SQL and the
     # in-memory codes still agree on every document, and the overrides change some outcomes
-    from lab.select import python_funnel, ruleset
+    from lab.select.ruleset import python_funnel, ruleset
 
     rows = query.signal_rows(one_worker_run).to_dicts()
     langs = {r["lang"] for r in rows}
@@ -475,7 +475,7 @@ def test_chunks_of_documents_give_what_one_document_at_a_time_gives(synthetic, m
     cfg = build(Config, {"mode": mode})
     batch_rules = None
     if mode == "batch":
-        from lab.select import ruleset
+        from lab.select.ruleset import ruleset
 
         batch_rules = {}
         for r in ruleset(cfg):

@@ -165,6 +165,8 @@ def test_no_private_name_is_imported_across_modules():
 
 @pytest.mark.parametrize("pkg", ["lab", "apps"])
 def test_every_package_says_what_comes_in_and_what_goes_out(pkg):
+    folders = {f.parent for f in (ROOT / pkg).rglob("*.py")}
+    assert [d for d in folders if not (d / "__init__.py").exists()] == []  # no namespace package by accident
     for init in sorted((ROOT / pkg).rglob("__init__.py")):
         doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
         assert doc and len(doc.split()) >= 12, f"{init.relative_to(ROOT)}: a docstring of what the package does"

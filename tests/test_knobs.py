@@ -8,7 +8,7 @@ import math
 import pytest
 import yaml
 
-from lab import knobs
+from lab.select import knobs
 from lab.config import Config, build, dumps, loads, to_dict
 from lab.errors import ConfigError
 from lab.stages import STAGE_NAMES

@@ -19,7 +19,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from lab import cli, labels, query
+from lab import cli, query
+
+from lab.quality import labels
 from lab.config import load
 from lab.errors import ConfigError, RunStateError
 from lab.io import labels as label_io
@@ -124,7 +126,8 @@ def test_unknown_doc_ids_is_an_anti_join(run, by_stage):
 def _label_worker(run_dir: str, i: int, ids: list[int], barrier) -> None:
     """Process i: 25 labels (doc ids overlapping other processes'), one file each; every 5th, read the
     labels back and check its own are all there exactly once and no file is reported broken."""
-    from lab import labels, query
+    from lab import query
+    from lab.quality import labels
 
     barrier.wait()
     for k in range(25):

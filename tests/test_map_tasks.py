@@ -68,7 +68,7 @@ def test_only_the_engine_imports_dask():
     import subprocess
     import sys
 
-    code = ("import sys; import lab.steps, lab.manifest, lab.annotate, lab.dedup, lab.tokens.tokenize, lab.materialize; "
+    code = ("import sys; import lab.steps, lab.manifest, lab.annotate, lab.dedup, lab.tokens.tokenize, lab.tokens.materialize; "
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'dask', 'distributed'}))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert r.stdout.strip() == "[]"

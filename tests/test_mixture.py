@@ -1,4 +1,4 @@
-"""Mixtures (``lab.mixture``, ``lab.query.mixture_plan``, materialize): a budget per bucket of kept documents,
+"""Mixtures (``lab.tokens.mixture``, ``lab.query.mixture_plan``, materialize): a budget per bucket of kept documents,
 realized by whole-document copies, written as they are planned, and refused when it names what is not there."""
 
 from __future__ import annotations
@@ -10,13 +10,17 @@ import numpy as np
 import polars as pl
 import pytest
 
-from lab import materialize, mixture, query
+from lab import query
+
+from lab.tokens import materialize
+
+from lab.tokens import mixture
 from lab.config import Config, PackConfig, build, loads
 from lab.errors import ConfigError
 from lab.io.run import RunLayout
 from lab.tokens.shards import open_shard, read_manifest
 from lab.io.writers import read_json
-from lab.mixture import BucketTarget, MixtureConfig
+from lab.tokens.mixture import BucketTarget, MixtureConfig
 
 
 def test_realize_takes_the_budget_in_whole_documents_seeded():

@@ -345,7 +345,8 @@ def test_a_stage_that_keeps_nothing_is_a_clear_error_in_the_plan():
 
 
 def test_from_funnel_of_the_runs_config_is_the_manifests_and_follows_a_disabled_stage(run_dir):
-    from lab import knobs, query
+    from lab import query
+    from lab.select import knobs
     from lab.config import load
 
     measured = from_manifest(run_dir)

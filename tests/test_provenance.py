@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import importlib
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
@@ -81,7 +82,7 @@ def test_test_split_partitions_the_kept_documents(tokens_run, tmp_path, corpus_l
     import dataclasses
     import shutil
 
-    from lab import materialize
+    from lab.tokens import materialize
     from lab import engine
     from lab.config import Config
     from lab.io.run import RunLayout
@@ -128,7 +129,7 @@ def test_test_fraction_is_checked():
 
     with pytest.raises(ConfigError, match="test_fraction"):
         PackConfig(val_fraction=0.5, test_fraction=0.5)
-    o, w = __import__("lab.splits").splits.order_and_splits(np.arange(50), 1, 0.1, 0.0)
+    o, w = importlib.import_module("lab.tokens.splits").order_and_splits(np.arange(50), 1, 0.1, 0.0)
     assert not (w == 2).any() and (w == 1).sum() == 5
 
 

@@ -19,7 +19,7 @@ from lab.errors import ConfigError
 from lab.io.run import RunLayout
 from lab.io.schema import DOCS_SCHEMA, REJECTS_SCHEMA, signals_schema
 from lab.io.writers import write_parquet
-from lab.knobs import apply, knobs
+from lab.select.knobs import apply, knobs
 from lab.query import browse, distribution
 from lab.stages import STAGE_NAMES
 
@@ -438,7 +438,7 @@ def test_random_walk_of_moves_newly_views_and_change_equal_full_evaluations(tmp_
 
 def _stage_truth(r, config, signal, stage):
     """(reaching, dropped, dropped failing a rule on the signal) doc ids of a stage, in Python."""
-    from lab.select import ruleset
+    from lab.select.ruleset import ruleset
 
     reasons = _reasons(r, config)
     order = list(STAGE_NAMES)

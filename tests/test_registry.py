@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from lab.rules import Rule
+from lab.select.rules import Rule
 from lab.fields import check, knob
 
 NAME = "shouting"
@@ -58,7 +58,9 @@ PROBE = '''\
 import json
 import sys
 
-from lab import config, engine, knobs, query, reference
+from lab import config, engine, query, reference
+
+from lab.select import knobs
 from lab.io.schema import signals_schema
 from lab.errors import ConfigError
 from lab.stages import shouting

@@ -13,7 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lab import engine, materialize, query
+from lab import engine, query
+
+from lab.tokens import materialize
 
 from lab.tokens import tokenize
 from lab.config import TokenizerConfig, loads

@@ -12,7 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lab import engine, materialize, query, splits
+from lab import engine, query
+
+from lab.tokens import materialize
+
+from lab.tokens import splits
 
 from lab.tokens import loader
 
@@ -34,9 +38,9 @@ def cluster_run(synthetic_src, tmp_path_factory, local_cluster):
     run, what each worker says: how many times it loaded a tokenizer during it, and its thread-pool
     environment."""
     cfg = tokens_config(synthetic_src, tmp_path_factory.mktemp("runs"), "b", workers=2, partition_bytes=65536)
-    before = local_cluster.run(lambda: __import__("lab.tokens.tokenize").tokenize.loads)
+    before = local_cluster.run(lambda: __import__("lab.tokens.tokenize").tokens.tokenize.loads)
     engine.run(cfg, progress=False, client=local_cluster)
-    after = local_cluster.run(lambda: __import__("lab.tokens.tokenize").tokenize.loads)
+    after = local_cluster.run(lambda: __import__("lab.tokens.tokenize").tokens.tokenize.loads)
     loads = {w: n - before.get(w, 0) for w, n in after.items()}
     env = local_cluster.run(lambda: {k: os.environ.get(k) for k in ("RAYON_NUM_THREADS", "TOKENIZERS_PARALLELISM")})
     return cfg, loads, env

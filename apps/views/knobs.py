@@ -26,8 +26,8 @@ from apps import format as fmt
 from apps import panes
 from apps.dispatch import DETAILS, Dispatch
 from apps.store import Selection
-from lab import knobs as lab_knobs
 from lab.errors import LabError
+from lab.select import knobs as lab_knobs
 from lab.stages import STAGE_NAMES, near_dedup
 
 OPEN_STAGES = ("gopher_quality",)  # cards open when the page loads

@@ -90,7 +90,7 @@ class LabelsTab:
 
     def train_model(self) -> None:
         """Fit the quality classifier from the run's labels on a worker thread; show its report."""
-        from lab.quality_train import report_text
+        from lab.quality.train import report_text
 
         self.train.disabled = True
         self.trained.object = "<p>training…</p>"

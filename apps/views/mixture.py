@@ -21,7 +21,7 @@ from apps import panes
 from apps.dispatch import DETAILS, Dispatch, WhenShown
 from apps.store import Selection
 from lab.errors import LabError
-from lab.mixture import DIMENSIONS, MixtureConfig
+from lab.tokens.mixture import DIMENSIONS, MixtureConfig
 
 KINDS = ("tokens", "weight")
 COLUMNS = ("bucket", "documents", "tokens", "budget", "tokens after", "epochs", "documents written", "most copies")
@@ -32,8 +32,9 @@ def mixture_frame(buckets, mixture: MixtureConfig | None, report: list[dict] | N
     has none), and what the realized mixture ``report`` gives it.
 
     >>> import polars as pl
+    >>> from lab.tokens.mixture import BucketTarget
     >>> b = pl.DataFrame({"bucket": ["en", "de"], "documents": [3, 1], "tokens": [300, 40]})
-    >>> m = MixtureConfig(by=("lang",), buckets=(__import__("lab.mixture").mixture.BucketTarget("de", tokens=80),))
+    >>> m = MixtureConfig(by=("lang",), buckets=(BucketTarget("de", tokens=80),))
     >>> r = [{"bucket": "de", "tokens_after": 80, "epochs": 2.0, "documents_after": 1, "max_repeats": 2},
     ...      {"bucket": "en", "tokens_after": 300, "epochs": 1.0, "documents_after": 3, "max_repeats": 1}]
     >>> mixture_frame(b, m, r).to_dict("records")[1]

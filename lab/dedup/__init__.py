@@ -1,4 +1,5 @@
-"""neardup: near-duplicate detection, one concept per module. No Dask here.
+"""dedup: exact and near duplicates across partitions. In: each partition's content hashes and MinHash
+band records (written by annotate); out: ``dedup/exact/``, ``dedup/edges/`` and the clusters. No Dask here.
 
 - ``signature``: (the module; ``signature.signature``) one document's MinHash signature of its word shingles (the near_dedup stage's signal side);
 - ``shuffle``: the LSH shuffle: map (``band_groups``, in each partition's annotate task) and reduce
@@ -10,8 +11,10 @@
 - ``recall``: the LSH S-curve, the expected pair recall at a threshold, the bands x rows for a lowest
   threshold.
 
-The stage itself (config, signal, rule, per-partition output) is ``lab.stages.near_dedup``; the
-engine runs the shuffle, ``lab.query`` applies the rule.
+- ``graph``: connected components and spanning forests of the candidate pairs.
+
+The stages themselves (config, signal, rule, per-partition output) are ``lab.stages.exact_dedup`` and
+``lab.stages.near_dedup``; the engine runs the shuffle, ``lab.query`` applies the rules.
 """
 
 from lab.dedup.compare import diff, text_jaccard

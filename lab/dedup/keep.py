@@ -1,6 +1,6 @@
 """neardup.keep: the selection-aware rule: one member kept per group of surviving near-duplicates.
 
-``lab.query`` and ``lab.select`` apply it: documents are linked when they share a node (exact copies)
+``lab.query`` and ``lab.select.ruleset`` apply it: documents are linked when they share a node (exact copies)
 or their nodes have a candidate edge with Jaccard >= the threshold, among the documents that passed
 every earlier stage; in each connected group one member is kept, chosen by ``KEEP`` policy.
 """

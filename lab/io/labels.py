@@ -1,10 +1,10 @@
-"""The label files of a run: ``labels/*.parquet``, append-only (see ``lab.labels``).
+"""The label files of a run: ``labels/*.parquet``, append-only (see ``lab.quality.labels``).
 
 Every write is a new file with a name no other writer can choose (UTC time, host, pid and 64
 random bits), written under a ``.tmp-`` name in the same directory, flushed and fsynced, renamed
 into place, and the directory fsynced: several sessions and processes labelling at once never
 lose a label, and a reader never sees a half-written file (``.tmp-*`` and other hidden names are
-not label files). No file is rewritten; one is deleted only by a compaction (``lab.labels.compact``)
+not label files). No file is rewritten; one is deleted only by a compaction (``lab.quality.labels.compact``)
 once a merged file that names it in its metadata holds its rows, so a reader that sees the merged
 file ignores it. A rerun that overwrites the run keeps ``labels/`` (``clear_run``). Reading them
 (SQL, one query over many files) is ``lab.query``'s; this module knows where they are, how they are
@@ -85,7 +85,7 @@ def write_labels(layout: RunLayout, table: pa.Table) -> Path:
 
 def write_merged(layout: RunLayout, table: pa.Table, merged_from: list[str]) -> Path:
     """Write the rows of the label files ``merged_from`` as one new file (``merged-*``) whose metadata
-    names them: a reader that sees it ignores them, so they can then be removed (``lab.labels.compact``)."""
+    names them: a reader that sees it ignores them, so they can then be removed (``lab.quality.labels.compact``)."""
     return _write(layout, table, MERGED + file_name().removeprefix("part-"), {MERGED_FROM: json.dumps(merged_from)})
 
 
@@ -136,7 +136,7 @@ def compaction_lock(layout: RunLayout) -> Iterator[bool]:
 
 
 def remove(layout: RunLayout, names: list[str]) -> None:
-    """Remove label files ``names`` (only ``lab.labels.compact``, once a merged file holds their rows)."""
+    """Remove label files ``names`` (only ``lab.quality.labels.compact``, once a merged file holds their rows)."""
     for n in names:
         (layout.labels / n).unlink(missing_ok=True)
     fd = os.open(layout.labels, os.O_RDONLY)

@@ -121,7 +121,7 @@ class RunLayout:
         return self.boilerplate / "done.json"
 
     @property
-    def models(self) -> Path:  # classifiers trained from the run (lab.quality_train), kept across reruns
+    def models(self) -> Path:  # classifiers trained from the run (lab.quality.train), kept across reruns
         return self.root / "models"
 
     # --- tokenizer and tokens (DESIGN §4 tokenizer/, tokens/) ------------------------------------

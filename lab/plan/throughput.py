@@ -353,7 +353,7 @@ def plan(token_target: float, days: float, gpus: int, *, retentions: Retentions,
     ``kept_bytes`` (= ``token_target / mixture_factor * bytes_per_token``), the ``retention_product``,
     ``funnel`` (one row per stage: ``stage``, ``retention``, ``bytes_in``, ``bytes_out``, in text bytes),
     ``throughput`` (``Throughput`` as a dict) and ``cores`` (``cores_for_deadline`` on the raw bytes,
-    deadline in days). ``mixture_factor``: the mixture's tokens per kept token (``lab.mixture``: above 1
+    deadline in days). ``mixture_factor``: the mixture's tokens per kept token (``lab.tokens.mixture``: above 1
     when it repeats documents, below when it leaves some out); the target is the mixture's tokens.
 
     >>> plan(1e9, 1, 1, retentions={"c4": 0.5}, bytes_per_token=4, stage_cpu_seconds_per_byte={}, deadline_days=1,

@@ -1,6 +1,6 @@
 """query: every SQL statement of corpus-lab, run by DuckDB over a run's Parquet files.
 
-Rules (``lab.rules.Rule``) compile to one ``CASE`` expression that names each document's first
+Rules (``lab.select.rules.Rule``) compile to one ``CASE`` expression that names each document's first
 failing rule, in funnel order (``compile``); the funnel is then a single ``GROUP BY`` over that
 computed reason (``funnels``; measured faster than one ``FILTER`` aggregate per stage: see
 ``bench/RESULTS.md``). Group rules (exact dedup) become a window over the documents still alive at
@@ -30,8 +30,8 @@ The modules, each importing only those above it:
 - ``reports``: what the url and decontamination stages found (per category, per evaluation set);
 - ``browse``, ``distribution``, ``labelling``: the judging loop's read side (documents, histograms and
   changes, labels and precision);
-- ``calibration``: each language's own distributions, for per-language thresholds (``lab.calibrate``);
-- ``mixture``: the kept documents by mixture bucket, and the mixture realized over them (``lab.mixture``).
+- ``calibration``: each language's own distributions, for per-language thresholds (``lab.select.calibrate``);
+- ``mixture``: the kept documents by mixture bucket, and the mixture realized over them (``lab.tokens.mixture``).
 
 The public API is re-exported here: callers write ``from lab import query; query.funnel(...)``.
 ``open_run(..., in_memory=True)`` here also warms the funnel memo with the run's own config, so the

@@ -66,7 +66,7 @@ from lab.query.neardup import (
 )
 from lab.query.run import SAMPLE_RANK, SAMPLE_SEED, SAMPLE_WINDOWS, Run, open_run, sample_order
 from lab.query.sql import ident, to_arrow
-from lab.rules import Rule
+from lab.select.rules import Rule
 from lab.stages import STAGE_NAMES
 
 __all__ = ["PAGE_MAX", "VIEWS", "document_count", "document_filters", "document_texts", "documents", "sample_texts"]

@@ -1,6 +1,6 @@
 """calibration: what per-language thresholds are computed from — each language's distribution of a signal.
 
-``lab.calibrate`` sets a language's threshold where the reference language's sits in its own
+``lab.select.calibrate`` sets a language's threshold where the reference language's sits in its own
 distribution (FineWeb-2's idea); the numbers it needs are asked here, in SQL over the run's signals:
 
 - ``fail_shares(run, rules, lang)``: per rule, the share of a language's documents with the signal that
@@ -24,7 +24,7 @@ import numpy as np
 from lab.query.compile import failure
 from lab.query.run import Run, open_run
 from lab.query.sql import ident, quote
-from lab.rules import Rule
+from lab.select.rules import Rule
 
 __all__ = ["GRID_POINTS", "fail_shares", "keep_share", "quantiles"]
 

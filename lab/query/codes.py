@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 from lab import dedup
 from lab.query.neardup import candidate_edges
 from lab.query.sql import ident, to_arrow
-from lab.rules import LANG, Rule
+from lab.select.rules import LANG, Rule
 
 ENABLED = True  # False: every question is answered in SQL (tests hold the two answers equal)
 KEPT = -1  # the code of a document no rule drops

@@ -1,4 +1,4 @@
-"""compile: rules (``lab.rules.Rule``) -> SQL text, with no connection needed.
+"""compile: rules (``lab.select.rules.Rule``) -> SQL text, with no connection needed.
 
 Rules compile to one ``CASE`` expression that names each document's first failing rule (its
 ``code``: the rule's index in the list; NULL when it passes them all), in funnel order; the funnel
@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 from lab.config import Config
 from lab.errors import ConfigError, NotReadyError, RunStateError
 from lab.query.sql import ident, quote
-from lab.rules import LANG, Rule
-from lab.select import ruleset
+from lab.select.rules import LANG, Rule
+from lab.select.ruleset import ruleset
 
 if TYPE_CHECKING:
     from lab.query.run import Run

@@ -56,7 +56,7 @@ from lab.query.funnels import INCREMENTAL_SHARE, changed_rules, shift_counts
 from lab.query.neardup import with_near
 from lab.query.run import Run, open_run
 from lab.query.sql import ident, to_arrow
-from lab.rules import LANG, Rule
+from lab.select.rules import LANG, Rule
 from lab.stages import STAGE_NAMES
 
 __all__ = ["bin_edges", "change", "histogram", "histograms"]

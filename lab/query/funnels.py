@@ -34,7 +34,7 @@ from lab.query.run import (
     sample_order,
 )
 from lab.query.sql import ident, quote, to_arrow
-from lab.rules import COMPARISONS, LANG, Rule
+from lab.select.rules import COMPARISONS, LANG, Rule
 from lab.stages import STAGE_NAMES, STAGES
 
 INCREMENTAL_SHARE = 0.25  # recompute from scratch when more of the documents than this may change

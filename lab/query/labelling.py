@@ -1,7 +1,7 @@
 """labelling: the labels' read side — every label of a run, each document's latest one, and how
 precise each stage's drops are by them.
 
-Labels (``lab.labels`` writes them; ``lab.io.labels`` knows the files) are read with one DuckDB
+Labels (``lab.quality.labels`` writes them; ``lab.io.labels`` knows the files) are read with one DuckDB
 query over every label file not read before (``union_by_name``: a file whose columns differ shows
 in the combined schema). A query that fails, or a combined schema that is not the label schema,
 is split in halves until the bad files are alone; each of those is checked alone
@@ -15,7 +15,7 @@ it) makes the read start again from a new listing.
 Measured here (2 cores shared with other work, load ~2), one label per file: 1k files read cold
 in ~0.6 s, 10k in ~4-5 s (DuckDB opening the files); afterwards ``labels()`` answers in ~5 ms at
 1k files and ~25 ms at 10k (listing the directory: ~15 ms). One merged file reads cold in ~0.25 s
-(DuckDB's first query) and warm in ~3 ms: so ``lab.labels.add`` compacts once 1,000 files pile up.
+(DuckDB's first query) and warm in ~3 ms: so ``lab.quality.labels.add`` compacts once 1,000 files pile up.
 
 Precision: each labelled document's latest label counts once. Its stage (the one that drops it
 under ``config``, or kept) is computed exactly without evaluating every document: the labelled

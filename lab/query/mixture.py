@@ -1,10 +1,10 @@
-"""The kept documents by mixture bucket: what ``lab.mixture`` realizes a budget from.
+"""The kept documents by mixture bucket: what ``lab.tokens.mixture`` realizes a budget from.
 
 ``mixture_rows`` gives every document a config keeps with its bucket (``mixture.by`` over lang,
 source and the quality score), its token count and, for rehydration, the size of its duplicate
 group: the documents of its near-duplicate cluster at the config's threshold (exact copies share a
 cluster's node), else of its exact-duplicate group, else 1. ``mixture_plan`` realizes the config's
-mixture over them (``lab.mixture.plan``): the copies of each document and the per-bucket report
+mixture over them (``lab.tokens.mixture.plan``): the copies of each document and the per-bucket report
 (tokens before and after, epochs) that ``corpus-lab mixture``, the Mixture tab and materialize use.
 """
 
@@ -15,13 +15,13 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from lab import mixture as mx
 from lab.config import Config
 from lab.errors import NotReadyError
 from lab.query.funnels import drop_reasons
 from lab.query.neardup import grid_col
 from lab.query.run import Run, open_run
 from lab.query.sql import ident
+from lab.tokens import mixture as mx
 
 
 def _duplicates(r: Run, config: Config) -> pl.DataFrame:
@@ -67,7 +67,7 @@ def mixture_rows(run: str | Path | Run, config: Config) -> pl.DataFrame:
 
 
 def mixture_plan(run: str | Path | Run, config: Config) -> mx.Plan:
-    """``config``'s mixture realized over the run's kept documents (``lab.mixture.plan``); its ``repeats``
+    """``config``'s mixture realized over the run's kept documents (``lab.tokens.mixture.plan``); its ``repeats``
     follow ``mixture_rows``' order (doc_id)."""
     rows = mixture_rows(run, config)
     return mx.plan(config.mixture, rows["doc_id"].to_numpy(), np.array(rows["bucket"].to_list(), dtype=object),

@@ -28,7 +28,7 @@ from lab.errors import ConfigError
 from lab.query.compile import check_columns, codes_sql, reason_of, rules_of
 from lab.query.run import MEMO_FUNNELS, Run, open_run
 from lab.query.sql import ident, quote, to_arrow
-from lab.rules import Rule
+from lab.select.rules import Rule
 from lab.stages import STAGE_NAMES
 
 # --- near dedup: selection-aware, over the survivors' candidate edges -----------------------------

@@ -21,7 +21,7 @@ from lab.query.compile import codes_sql, rules_of
 from lab.query.neardup import with_near
 from lab.query.run import GROUP_BY, Run, open_run
 from lab.query.sql import ident, quote, to_arrow
-from lab.splits import order_and_splits
+from lab.tokens.splits import order_and_splits
 
 
 def tokenizer_sample(run: str | Path | Run, config: Config) -> tuple[list[str], pl.DataFrame]:

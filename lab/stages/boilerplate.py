@@ -44,7 +44,7 @@ import numpy as np
 import pyarrow as pa
 
 from lab.fields import check, knob
-from lab.rules import Rule
+from lab.select.rules import Rule
 from lab.stages.url import host_of
 
 NAME = "boilerplate"

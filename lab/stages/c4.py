@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from lab.fields import check, knob
-from lab.rules import Rule
+from lab.select.rules import Rule
 from lab.text.words import sentences
 
 NAME = "c4"

@@ -35,7 +35,7 @@ from lab.dedup.signature import ngram_hashes, normalize
 from lab.errors import ConfigError
 from lab.fields import check, knob
 from lab.io.writers import read_json, write_json, write_npy
-from lab.rules import Rule
+from lab.select.rules import Rule
 
 NAME = "decontamination"
 VERSION = 1  # bump when the signals give other values (normalization, hashing)

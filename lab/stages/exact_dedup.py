@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from lab.fields import knob
-from lab.rules import Rule
+from lab.select.rules import Rule
 
 NAME = "exact_dedup"
 VERSION = 1  # bump when signals() (or what it reads: word lists, models) gives other values

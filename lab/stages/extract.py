@@ -47,7 +47,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from lab.fields import check, knob
-from lab.rules import Rule
+from lab.select.rules import Rule
 
 NAME = "extract"
 VERSION = 1  # bump when signals() (or what it reads: word lists, models) gives other values

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from lab.fields import check, knob
-from lab.rules import Rule
+from lab.select.rules import Rule
 from lab.text import langid, segment, stopwords
 from lab.text.words import SYMBOLS
 

@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 from lab.fields import check, knob
-from lab.rules import Rule
+from lab.select.rules import Rule
 from lab.text import segment
 
 NAME = "gopher_repetition"

@@ -50,7 +50,7 @@ from typing import Any
 import pyarrow as pa
 
 from lab.fields import check, knob
-from lab.rules import Rule
+from lab.select.rules import Rule
 from lab.text.words import Recent
 
 NAME = "pii"

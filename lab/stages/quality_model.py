@@ -1,6 +1,6 @@
 """quality_model: a text classifier's probability that a document is good, as a signal.
 
-The model (``model``) is a local file or directory (``lab.quality``: a fastText ``.bin``/``.ftz`` with
+The model (``model``) is a local file or directory (``lab.quality.model``: a fastText ``.bin``/``.ftz`` with
 ``__label__`` classes such as DCLM's, a classifier trained here with ``corpus-lab train-quality``, or a
 HuggingFace sequence classifier with ``corpus-lab[hf]``); nothing is downloaded. It is frozen by its
 sha256, which is part of the signals hash (a new model recomputes the signals) and of the manifest.
@@ -29,9 +29,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from lab import quality
 from lab.fields import check, knob
-from lab.rules import Rule
+from lab.quality import model as quality
+from lab.select.rules import Rule
 
 NAME = "quality_model"
 VERSION = 1  # bump when the signals give other values (the text given to the model, the score's definition)

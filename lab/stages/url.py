@@ -36,7 +36,7 @@ import pyarrow as pa
 
 from lab.errors import ConfigError
 from lab.fields import check, knob
-from lab.rules import Rule
+from lab.select.rules import Rule
 
 NAME = "url"
 VERSION = 1  # bump when the signals give other values (code, the packaged suffix list's version)

@@ -118,7 +118,7 @@ def test_rules_and_config():
     assert (rule.signal, rule.op, rule.value, rule.drop_reason) == ("bp_line_frac", "<=", 0.4,
                                                                     "boilerplate.boilerplate_lines")
     assert rule.passes({"bp_line_frac": 0.4}) and not rule.passes({"bp_line_frac": 0.41})
-    from lab import knobs
+    from lab.select import knobs
     from lab.config import PercentileRule
 
     k = {x.name: x for x in knobs.knobs(Config())}["boilerplate.max_line_frac"]

@@ -1,4 +1,4 @@
-from lab.rules import first_failure
+from lab.select.rules import first_failure
 from lab.stages import c4
 from lab.text.words import sentences
 

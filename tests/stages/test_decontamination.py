@@ -10,7 +10,7 @@ import pytest
 
 from lab import config, engine, query
 from lab.errors import ConfigError
-from lab.rules import first_failure
+from lab.select.rules import first_failure
 from lab.stages import decontamination as dc
 
 VOCAB = [a + b + c for a in "bcdfghjk" for b in "aeiou" for c in "lmnprst"]  # 280 words, no digits

@@ -1,4 +1,4 @@
-from lab.rules import Rule, keep_first_in_group
+from lab.select.rules import Rule, keep_first_in_group
 from lab.stages import exact_dedup
 
 

@@ -4,7 +4,7 @@ from lab import annotate
 from lab.config import Config, build
 from lab.doc import Doc
 from lab.errors import ConfigError
-from lab.rules import first_failure
+from lab.select.rules import first_failure
 from lab.stages import extract
 
 # A documentation page as sites build them: a "Prev Up Home Next" row, a sidebar of links and a footer

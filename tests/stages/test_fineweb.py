@@ -1,6 +1,6 @@
 import pytest
 
-from lab.rules import first_failure
+from lab.select.rules import first_failure
 from lab.stages import fineweb as fw
 
 RULES = fw.rules(fw.Config())

@@ -1,6 +1,6 @@
 import pytest
 
-from lab.rules import first_failure
+from lab.select.rules import first_failure
 from lab.stages import gopher_quality as gq
 from lab.text.words import words
 

@@ -4,7 +4,7 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from lab.rules import first_failure
+from lab.select.rules import first_failure
 from lab.stages import gopher_repetition as gr
 
 RULES = gr.rules(gr.Config())

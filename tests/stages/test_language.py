@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from lab.rules import first_failure
+from lab.select.rules import first_failure
 from lab.stages import language
 from lab.text import langid
 

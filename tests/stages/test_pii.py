@@ -7,7 +7,7 @@ from lab import annotate
 from lab.config import Config, build
 from lab.doc import Doc
 from lab.errors import ConfigError
-from lab.rules import first_failure
+from lab.select.rules import first_failure
 from lab.stages import pii
 
 # not PII under the default ip_ranges (public): each string is left byte-identical and counted 0.

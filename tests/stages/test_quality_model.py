@@ -12,10 +12,12 @@ import struct
 import numpy as np
 import pytest
 
-from lab import config, engine, quality, query
+from lab import config, engine, query
+
+from lab.quality import model as quality
 from lab.errors import ConfigError
-from lab.quality_train import TrainConfig, fit, save, top_features
-from lab.rules import first_failure
+from lab.quality.train import TrainConfig, fit, save, top_features
+from lab.select.rules import first_failure
 from lab.stages import quality_model as qm
 
 
@@ -163,8 +165,8 @@ def test_a_lab_model_trained_on_a_few_dozen_documents(lab_model):
 
 
 def test_top_features_name_the_hashed_ngrams():
-    from lab.quality import vectorizers
-    from lab.quality_train import vectorizer_settings
+    from lab.quality.model import vectorizers
+    from lab.quality.train import vectorizer_settings
 
     vecs = vectorizers(vectorizer_settings(TrainConfig(n_features=2**16, word_ngrams=(1, 1))))
     texts = ["alpha beta", "alpha gamma", "beta gamma"]

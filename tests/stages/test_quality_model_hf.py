@@ -23,7 +23,9 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from lab import config, engine, quality, query  # noqa: E402
+from lab import config, engine, query  # noqa: E402
+
+from lab.quality import model as quality
 from lab.doc import doc_id  # noqa: E402
 from lab.errors import ConfigError  # noqa: E402
 from lab.stages import quality_model as qm  # noqa: E402

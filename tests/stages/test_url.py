@@ -11,7 +11,7 @@ import pytest
 from lab import config, engine, query
 from lab.doc import Doc
 from lab.errors import ConfigError
-from lab.rules import first_failure
+from lab.select.rules import first_failure
 from lab.stages import url
 
 

@@ -16,7 +16,7 @@ import numpy as np
 from lab import dedup
 from lab.config import Config
 from lab.errors import ConfigError
-from lab.rules import Rule, first_failure, keep_first_in_group, with_by_lang
+from lab.select.rules import Rule, first_failure, keep_first_in_group, with_by_lang
 from lab.stages import STAGES
 from lab.stats import Summary
 

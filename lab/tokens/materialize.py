@@ -10,7 +10,7 @@
    seeded mix of their ``doc_id`` form ``val``; with ``pack.test_fraction > 0``, the
    ``round(test_fraction x documents)`` others with the lowest value of a third mix form ``test``;
    no document is in two splits.
-4. **Mix** (``mixture``, when the config has one: ``lab.mixture``): each document is written as many
+4. **Mix** (``mixture``, when the config has one: ``lab.tokens.mixture``): each document is written as many
    times as its bucket's budget asks (0: left out), its copies in its own split, each copy placed by
    the shuffle's key of (document, copy); the manifest records the realized mixture per bucket.
 5. **Pack** (``lab.tokens.pack``) each split with ``pack.strategy`` at ``pack.seq_len``; every document
@@ -54,9 +54,9 @@ from lab.errors import IntegrityError, NotReadyError
 from lab.hashing import keyed
 from lab.io.run import RunLayout
 from lab.io.writers import atomic, read_json, write_json
-from lab.splits import SPLITS, order_and_splits
 from lab.tokens import pack, tokenize
 from lab.tokens.shards import ShardInfo, SplitManifest, token_dtype, write_manifest, write_pieces, write_shard
+from lab.tokens.splits import SPLITS, order_and_splits
 
 COMPARE_SEQ_LENS = (512, 2048, 8192)
 
@@ -133,7 +133,7 @@ class Job:
     dest_batch: np.ndarray  # ... and the shard (record batch) each goes to
     summary: dict  # per split: documents + packing stats
     compare: dict  # strategy@seq_len -> stats on the train split
-    mixture: dict | None = None  # the realized mixture (lab.mixture.Plan.to_json), when the config has one
+    mixture: dict | None = None  # the realized mixture (lab.tokens.mixture.Plan.to_json), when the config has one
 
     @property
     def n_batches(self) -> int:
@@ -238,7 +238,7 @@ def with_copies(members: np.ndarray, repeats: np.ndarray, doc_ids: np.ndarray, s
     document's place, so with one copy each the order is the shuffle's own.
 
     >>> ids = np.array([10, 11, 12])
-    >>> from lab.splits import order_and_split; order, _ = order_and_split(ids, 0, 0.0)
+    >>> from lab.tokens.splits import order_and_split; order, _ = order_and_split(ids, 0, 0.0)
     >>> with_copies(order, np.array([1, 1, 1]), ids, 0).tolist() == order.tolist()
     True
     >>> sorted(with_copies(order, np.array([2, 0, 1]), ids, 0).tolist())

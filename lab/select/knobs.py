@@ -147,9 +147,9 @@ def _signal_of(module, key: str) -> str | None:
 
 def _per_language(module, key: str, kind: str) -> bool:
     """Whether a threshold may differ by language: a numeric field of a stage from the language stage on
-    whose rules take a per-language value (``lab.rules.with_by_lang`` accepts a nudged override)."""
+    whose rules take a per-language value (``lab.select.rules.with_by_lang`` accepts a nudged override)."""
     from lab.config import FIRST_BY_LANG_STAGE
-    from lab.rules import with_by_lang
+    from lab.select.rules import with_by_lang
 
     if kind not in ("number", "integer") or STAGE_NAMES.index(module.NAME) < STAGE_NAMES.index(FIRST_BY_LANG_STAGE):
         return False

@@ -34,10 +34,11 @@ import numpy as np
 import polars as pl
 import yaml
 
-from lab import knobs, query
+from lab import query
 from lab.config import Config, to_dict
 from lab.errors import ConfigError
-from lab.rules import Rule
+from lab.select import knobs
+from lab.select.rules import Rule
 from lab.stages import BY_NAME, STAGE_NAMES
 
 STAGES = ("gopher_quality", "gopher_repetition", "c4", "fineweb")  # the heuristic filters FineWeb-2 calibrates

@@ -32,7 +32,16 @@ import numpy as np
 from lab.errors import ConfigError, NotReadyError
 from lab.fields import check
 from lab.io.writers import atomic, write_json
-from lab.quality import LAB_FORMAT, LAB_FORMAT_VERSION, MAX_CHARS, auc, features, precision_recall, prefix, vectorizers
+from lab.quality.model import (
+    LAB_FORMAT,
+    LAB_FORMAT_VERSION,
+    MAX_CHARS,
+    auc,
+    features,
+    precision_recall,
+    prefix,
+    vectorizers,
+)
 
 MIN_PER_CLASS = 4  # documents of each class needed: at least one held out and a few to learn from
 DEFAULT_NAME = "quality.npz"  # under the run's models/

