@@ -21,6 +21,7 @@ from lab.io.schema import DOCS_SCHEMA, REJECTS_SCHEMA, signals_schema
 from lab.io.writers import write_parquet
 from lab.select.knobs import apply, knobs
 from lab.query import browse, distribution
+from lab.query.memo import Memo
 from lab.stages import STAGE_NAMES
 
 ALL = browse.PAGE_MAX  # the synthetic run has fewer documents than one page
@@ -628,9 +629,8 @@ def test_texts_read_again_are_remembered_within_a_bound_and_never_across_runs(sy
     r = query.open_run(synthetic_run_dir, in_memory=True)
     page = query.documents(r, cfg, view="kept", limit=8)
     ids, want = page["doc_id"].to_list(), dict(zip(page["doc_id"].to_list(), page["text"].to_list()))
-    monkeypatch.setattr(browse, "_texts", type(browse._texts)())
-    monkeypatch.setattr(browse, "_texts_size", [0])
-    monkeypatch.setattr(browse, "TEXTS_MEMO_BYTES", sum(len(want[d]) for d in ids[:3]))  # room for 3 texts
+    room = sum(len(want[d]) for d in ids[:3])  # room for 3 texts
+    monkeypatch.setattr(browse, "_texts", Memo(room, weigh=browse._texts.weigh))
     sqls = []
     real = r.cursor
 
@@ -642,9 +642,9 @@ def test_texts_read_again_are_remembered_within_a_bound_and_never_across_runs(sy
     assert query.document_texts(r, ids[:3]) == {d: want[d] for d in ids[:3]} and len(sqls) == 1
     assert query.document_texts(r, ids[2::-1]) == {d: want[d] for d in ids[2::-1]} and len(sqls) == 1  # remembered
     assert query.document_texts(r, ids[3:5]) == {d: want[d] for d in ids[3:5]} and len(sqls) == 2
-    assert browse._texts_size[0] <= browse.TEXTS_MEMO_BYTES  # the oldest went
+    assert sum(len(t) for _, (_, t) in browse._texts.recent()) <= room  # the oldest went
     # the least recently read went first: ids[2] (read, then ids[1] and ids[0] again)
-    assert (ids[2], ) not in {k[1:] for k in browse._texts}
+    assert (ids[2], ) not in {k[1:] for k, _ in browse._texts.recent()}
     assert query.document_texts(r, ids[2:3]) == {ids[2]: want[ids[2]]} and len(sqls) == 3  # read again
     other = query.open_run(synthetic_run_dir, in_memory=True, refresh=True)  # a rerun's Run reads its own files
     assert other is not r

@@ -34,8 +34,6 @@ from __future__ import annotations
 
 import json
 import math
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,6 +63,7 @@ from lab.query.neardup import (
     without_near,
 )
 from lab.query.run import SAMPLE_RANK, SAMPLE_SEED, SAMPLE_WINDOWS, Run, open_run, sample_order
+from lab.query.memo import Memo
 from lab.query.sql import ident, to_arrow
 from lab.select.rules import Rule
 from lab.stages import STAGE_NAMES
@@ -268,8 +267,7 @@ def _pairs_sql(r: Run, cur: duckdb.DuckDBPyConnection, before: list[Rule], after
 
 
 MEMO_CHANGES = 8  # per process: the changed documents of the most recent (run, before, after) pairs
-_changes_memo: OrderedDict = OrderedDict()  # (id(run), before rules, after rules) -> (run, table)
-_changes_lock = threading.Lock()
+_changes_memo = Memo(MEMO_CHANGES)  # (id(run), before rules, after rules) -> (run, table)
 
 
 def changes(r: Run, before: list[Rule], after: list[Rule]) -> pa.Table:
@@ -277,11 +275,9 @@ def changes(r: Run, before: list[Rule], after: list[Rule]) -> pa.Table:
     source, lang, n_tokens`` (+ ``_sample_rank`` in memory). Remembered for the most recent pairs: a
     slider release asks for the change counts, then the newly dropped / kept pages, of one pair."""
     key = (id(r), tuple(before), tuple(after))
-    with _changes_lock:
-        hit = _changes_memo.get(key)
-        if hit is not None and hit[0] is r:
-            _changes_memo.move_to_end(key)
-            return hit[1]
+    hit = _changes_memo.get(key)
+    if hit is not None and hit[0] is r:
+        return hit[1]
     cur = r.cursor()
     extra = [c for c in ("source", "lang", "n_tokens", SAMPLE_RANK) if c in r.columns]
     c = codes_of(r)
@@ -296,10 +292,7 @@ def changes(r: Run, before: list[Rule], after: list[Rule]) -> pa.Table:
                              "WHERE before IS DISTINCT FROM after"))
     if "n_tokens" not in out.column_names:
         out = out.append_column("n_tokens", pa.nulls(out.num_rows, pa.int64()))
-    with _changes_lock:
-        _changes_memo[key] = (r, out)
-        while len(_changes_memo) > MEMO_CHANGES:
-            _changes_memo.popitem(last=False)
+    _changes_memo.put(key, (r, out))
     return out
 
 
@@ -657,14 +650,12 @@ def document_texts(run: str | Path | Run, doc_ids: Sequence[int]) -> dict[int, s
     r = open_run(run)
     wanted = [int(d) for d in dict.fromkeys(doc_ids)]
     out, missing = {}, []
-    with _texts_lock:
-        for d in wanted:
-            hit = _texts.get((id(r), d))
-            if hit is not None and hit[0] is r:
-                _texts.move_to_end((id(r), d))
-                out[d] = hit[1]
-            else:
-                missing.append(d)
+    for d in wanted:
+        hit = _texts.get((id(r), d))
+        if hit is not None and hit[0] is r:
+            out[d] = hit[1]
+        else:
+            missing.append(d)
     if missing:
         ids = ", ".join(map(str, missing))
         read = dict(r.cursor().execute(f"SELECT doc_id, text FROM docs WHERE doc_id IN ({ids})").fetchall())
@@ -674,22 +665,14 @@ def document_texts(run: str | Path | Run, doc_ids: Sequence[int]) -> dict[int, s
 
 
 TEXTS_MEMO_BYTES = 64 << 20  # per process: the texts read most recently (a slider move re-reads its page's first)
-_texts: OrderedDict = OrderedDict()  # (id(run), doc_id) -> (run, text)
-_texts_size = [0]
-_texts_lock = threading.Lock()
+_texts = Memo(TEXTS_MEMO_BYTES, weigh=lambda hit: len(hit[1]))  # (id(run), doc_id) -> (run, text)
 
 
 def _remember_texts(r: Run, texts: dict[int, str]) -> None:
     """Keep texts read from ``r`` (the most recent ones, up to ``TEXTS_MEMO_BYTES`` of characters)."""
-    with _texts_lock:
-        for d, t in texts.items():
-            if t is None or (id(r), d) in _texts:
-                continue
-            _texts[(id(r), d)] = (r, t)
-            _texts_size[0] += len(t)
-        while _texts_size[0] > TEXTS_MEMO_BYTES and _texts:
-            _, (_, t) = _texts.popitem(last=False)
-            _texts_size[0] -= len(t)
+    for d, t in texts.items():
+        if t is not None and (id(r), d) not in _texts:
+            _texts.put((id(r), d), (r, t))
 
 
 def sample_texts(run: str | Path | Run, n: int, *, seed: int = 0, exclude: Sequence[int] = ()) -> dict[int, str]:

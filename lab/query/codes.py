@@ -20,7 +20,6 @@ the caller answers in SQL.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -29,6 +28,7 @@ import pyarrow.compute as pc
 
 from lab import dedup
 from lab.query.neardup import candidate_edges
+from lab.query.memo import Memo
 from lab.query.sql import ident, to_arrow
 from lab.select.rules import LANG, Rule
 
@@ -68,10 +68,10 @@ class Codes:
         self.run = run
         self.lock = threading.RLock()
         self.cols: dict[str, Column] = {}
-        self.memo: OrderedDict = OrderedDict()  # tuple(rules) -> codes with near dedup applied
-        self.pre_memo: OrderedDict = OrderedDict()  # tuple(rules without near's value) -> codes without it
-        self.count_memo: OrderedDict = OrderedDict()  # (rules, by) -> funnel counts
-        self.hist_memo: OrderedDict = OrderedDict()  # (rules, (stage, signals, bin columns)) -> histogram counts
+        self.memo = Memo(MEMO)  # tuple(rules) -> codes with near dedup applied
+        self.pre_memo = Memo(MEMO)  # tuple(rules without near's value) -> codes without it
+        self.count_memo = Memo(MEMO)  # (rules, by) -> funnel counts
+        self.hist_memo = Memo(MEMO)  # (rules, (stage, signals, bin columns)) -> histogram counts
         self.inflight: dict[tuple, threading.Event] = {}  # rules -> set when their codes are computed
         self.row_sets: dict[tuple[str, str], np.ndarray] = {}  # (column, value) -> its rows (``rows_of``)
         self.n = int(run.cursor().execute("SELECT count(*) FROM signals").fetchone()[0])
@@ -249,10 +249,9 @@ class Codes:
         """Codes without the near-dedup rule (remembered; incremental from a remembered config)."""
         key = tuple(_without_value(rules))
         with self.lock:
-            if key in self.pre_memo:
-                self.pre_memo.move_to_end(key)
-                return self.pre_memo[key]
-            known = [(k, v) for k, v in reversed(self.pre_memo.items()) if len(k) == len(key)]
+            if (hit := self.pre_memo.get(key)) is not None:
+                return hit
+            known = [(k, v) for k, v in self.pre_memo.recent() if len(k) == len(key)]
         out = None
         for old, old_codes in known[:4]:
             masks = [self.moved(a, b) for a, b in zip(old, key)]
@@ -286,7 +285,7 @@ class Codes:
             out = self._evaluate(list(key))
         out.setflags(write=False)
         with self.lock:
-            _remember(self.pre_memo, key, out)
+            self.pre_memo.put(key, out)
         return out
 
     def codes(self, rules: list[Rule]) -> np.ndarray | None:
@@ -294,17 +293,16 @@ class Codes:
         when several threads ask at the same time (a move's funnel and histograms): the others wait."""
         key = tuple(rules)
         with self.lock:
-            if key in self.memo:
-                self.memo.move_to_end(key)
-                return self.memo[key]
+            if (hit := self.memo.get(key)) is not None:
+                return hit
             wait = self.inflight.get(key)
             if wait is None:
                 self.inflight[key] = threading.Event()
         if wait is not None:
             wait.wait()
             with self.lock:
-                if key in self.memo:
-                    return self.memo[key]
+                if (hit := self.memo.get(key)) is not None:
+                    return hit
             return self.codes(rules)  # the other thread found SQL must answer (or failed): ask again
         try:
             return self._codes(rules, key)
@@ -325,7 +323,7 @@ class Codes:
                 out[drop] = k
                 out.setflags(write=False)
         with self.lock:
-            _remember(self.memo, key, out)
+            self.memo.put(key, out)
         return out
 
     def _near_drops(self, rules: list[Rule], k: int, pre: np.ndarray) -> np.ndarray:
@@ -372,14 +370,14 @@ class Codes:
         tok = self.values("n_tokens") if "n_tokens" in self.run.columns else None
         return self.values("bytes"), tok
 
-    def _nearest(self, memo: OrderedDict, rules: list[Rule], extra: Any) -> tuple[np.ndarray, Any] | None:
+    def _nearest(self, memo: Memo, rules: list[Rule], extra: Any) -> tuple[np.ndarray, Any] | None:
         """(codes, remembered answer) of the latest config in ``memo`` (keyed ``(rules, extra)``) with the
         same rules as ``rules`` at other thresholds, whose codes are still remembered."""
         shape = [(x.stage, x.signal, x.op, x.reason) for x in rules]
         with self.lock:
-            for (old, ex), answer in reversed(memo.items()):
+            for (old, ex), answer in memo.recent():
                 if ex == extra and [(x.stage, x.signal, x.op, x.reason) for x in old] == shape and old in self.memo:
-                    return self.memo[old], answer
+                    return self.memo.get(old), answer
         return None
 
     def funnel_counts(self, rules: list[Rule], by: str | None) -> dict | None:
@@ -391,9 +389,8 @@ class Codes:
             return None
         key = (tuple(rules), by)
         with self.lock:
-            if key in self.count_memo:
-                self.count_memo.move_to_end(key)
-                return self.count_memo[key]
+            if (hit := self.count_memo.get(key)) is not None:
+                return hit
         near = self._nearest(self.count_memo, rules, by)
         if near is None:
             out = self._counts(codes, by, len(rules))
@@ -402,7 +399,7 @@ class Codes:
             rows = np.flatnonzero(old_codes != codes)
             out = shift_counts(old, self._counts(old_codes, by, len(rules), rows), self._counts(codes, by, len(rules), rows))
         with self.lock:
-            _remember(self.count_memo, key, out)
+            self.count_memo.put(key, out)
         return out
 
     def _counts(self, codes: np.ndarray, by: str | None, n_rules: int, rows: np.ndarray | None = None) -> dict:
@@ -461,15 +458,14 @@ class Codes:
         extra = (stage, tuple(signals), tuple(bin_cols))
         key = (tuple(rules), extra)
         with self.lock:
-            if key in self.hist_memo:
-                self.hist_memo.move_to_end(key)
-                return self.hist_memo[key]
+            if (hit := self.hist_memo.get(key)) is not None:
+                return hit
         near = self._nearest(self.hist_memo, rules, extra)
         if near is None:
             out = self._hist(codes, span, signals, bin_cols, mine)
         else:
             old_codes, old = near
-            old_rules = next(k for (k, ex) in reversed(self.hist_memo) if ex == extra and self.memo.get(k) is old_codes)
+            old_rules = next(k for (k, ex), _ in self.hist_memo.recent() if ex == extra and self.memo.get(k) is old_codes)
             own = np.zeros(self.n, dtype=bool)
             for a, b in zip(old_rules, rules):
                 if any(b in m for m in mine):
@@ -481,7 +477,7 @@ class Codes:
             out = shift_counts(old, self._hist(old_codes, span, signals, bin_cols, old_mine, rows),
                          self._hist(codes, span, signals, bin_cols, mine, rows))
         with self.lock:
-            _remember(self.hist_memo, key, out)
+            self.hist_memo.put(key, out)
         return out
 
     def _hist(self, codes: np.ndarray, span: list[int], signals: list[str], bin_cols: list[str],
@@ -590,13 +586,6 @@ def _passes(rule: Rule, x: np.ndarray, v: Any = None) -> np.ndarray:
 
 def _without_value(rules: list[Rule]) -> list[Rule]:
     return [Rule(x.stage, x.signal, x.op, None, x.reason) if x.op == "first_in_cluster" else x for x in rules]
-
-
-def _remember(memo: OrderedDict, key: Any, value: Any) -> None:
-    memo[key] = value
-    memo.move_to_end(key)
-    while len(memo) > MEMO:
-        memo.popitem(last=False)
 
 
 _codes_lock = threading.Lock()

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import math
 import threading
-from collections import OrderedDict
 from pathlib import Path
 
 import polars as pl
@@ -55,6 +54,7 @@ from lab.query.compile import codes_sql, failure_in, literal, rules_of
 from lab.query.funnels import INCREMENTAL_SHARE, changed_rules, shift_counts
 from lab.query.neardup import with_near
 from lab.query.run import Run, open_run
+from lab.query.memo import Memo
 from lab.query.sql import ident, to_arrow
 from lab.select.rules import LANG, Rule
 from lab.stages import STAGE_NAMES
@@ -67,8 +67,7 @@ LOG_SPAN = 100.0  # (p99.5 + 1) / (p0.5 + 1) from which a non-negative signal ge
 HIST_BINS_MAX = 1000
 _THRESHOLD_OPS = (">=", "<=", "==", "!=")  # rules that threshold a numeric signal
 
-_stats: OrderedDict = OrderedDict()  # (id(run), signal) -> (run, (min, max, p_lo, p_hi))
-_stats_lock = threading.Lock()
+_stats = Memo(512)  # (id(run), signal) -> (run, (min, max, p_lo, p_hi))
 
 
 def _numeric(r: Run) -> list[str]:
@@ -88,17 +87,13 @@ def _is_integer(signal: str) -> bool:
 def _signal_stats(r: Run, signal: str) -> tuple[float | None, float | None, float | None, float | None]:
     """(min, max, 0.5th, 99.5th percentile) of a signal over the run (exact; remembered per run)."""
     key = (id(r), signal)
-    with _stats_lock:
-        hit = _stats.get(key)
-        if hit is not None and hit[0] is r:
-            return hit[1]
+    hit = _stats.get(key)
+    if hit is not None and hit[0] is r:
+        return hit[1]
     col = ident(signal)
     row = r.cursor().execute(f"SELECT min({col})::DOUBLE, max({col})::DOUBLE, quantile_disc({col}, {TAIL_Q})::DOUBLE, "
                              f"quantile_disc({col}, {1 - TAIL_Q})::DOUBLE FROM signals").fetchall()[0]
-    with _stats_lock:
-        _stats[key] = (r, tuple(row))
-        while len(_stats) > 512:
-            _stats.popitem(last=False)
+    _stats.put(key, (r, tuple(row)))
     return tuple(row)
 
 
@@ -278,7 +273,6 @@ def _bin_column(r: Run, signal: str, edges: list[float]) -> str | None:
     return name
 
 
-HIST_MEMO = 16  # per in-memory run: the raw counts of the latest histogram queries, for incremental answers
 
 
 def _histograms(r: Run, rules: list[Rule], stage: str | None, edges_of: dict[str, list[float]], *,
@@ -335,7 +329,7 @@ def _histograms(r: Run, rules: list[Rule], stage: str | None, edges_of: dict[str
     raw = None
     if r.memo is not None and lang is None:
         with r.lock:
-            known = [(old, counts) for (k, old), counts in reversed(r.hist_memo.items()) if k == key]
+            known = [(old, counts) for (k, old), counts in r.hist_memo.recent() if k == key]
         for old, counts in known[:4]:
             if len(old) != len(prefix):
                 continue
@@ -358,11 +352,7 @@ def _histograms(r: Run, rules: list[Rule], stage: str | None, edges_of: dict[str
     if raw is None:
         raw = _aggregate(cur, src_of(prefix), signals, bins, tok)
     if r.memo is not None and lang is None:
-        with r.lock:
-            r.hist_memo[(key, tuple(prefix))] = raw
-            r.hist_memo.move_to_end((key, tuple(prefix)))
-            while len(r.hist_memo) > HIST_MEMO:
-                r.hist_memo.popitem(last=False)
+        r.hist_memo.put((key, tuple(prefix)), raw)
     return _frames(raw, signals, edges_of, tok)
 
 

@@ -25,7 +25,6 @@ from lab.query.run import (
     FUNNEL_STAGES,
     GROUP_BY,
     INGEST,
-    MEMO_FUNNELS,
     SAMPLE_RANK,
     SAMPLE_SEED,
     SAMPLE_WINDOWS,
@@ -225,11 +224,10 @@ def code_counts(r: Run, rules: list[Rule], by: str | None) -> dict:
     if r.memo is None:
         return sql_counts(cur, rules, by, r)
     key = (by, tuple(rules))
-    with r.lock:
-        if key in r.memo:
-            r.memo.move_to_end(key)
-            return r.memo[key]
-        candidates = [(k, v) for k, v in reversed(r.memo.items()) if k[0] == by and len(k[1]) == len(rules)]
+    known = r.memo.get(key)
+    if known is not None:
+        return known
+    candidates = [(k, v) for k, v in r.memo.recent() if k[0] == by and len(k[1]) == len(rules)]
     result = None
     for (_, old_rules), old_counts in candidates[:4]:
         conds = [changed_rules(a, b) for a, b in zip(old_rules, rules)]
@@ -255,10 +253,7 @@ def code_counts(r: Run, rules: list[Rule], by: str | None) -> dict:
         break
     if result is None:
         result = sql_counts(cur, rules, by, r)
-    with r.lock:
-        r.memo[key] = result
-        while len(r.memo) > MEMO_FUNNELS:
-            r.memo.popitem(last=False)
+    r.memo.put(key, result)
     return result
 
 

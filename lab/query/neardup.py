@@ -10,9 +10,7 @@ funnel counts. ``clusters``/``cluster_members`` browse the clusters precomputed 
 
 from __future__ import annotations
 
-import threading
 import weakref
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any, NamedTuple, Sequence
 
@@ -26,7 +24,8 @@ from lab.config import Config
 from lab.dedup.forest import GRID
 from lab.errors import ConfigError
 from lab.query.compile import check_columns, codes_sql, reason_of, rules_of
-from lab.query.run import MEMO_FUNNELS, Run, open_run
+from lab.query.memo import Memo
+from lab.query.run import Run, open_run
 from lab.query.sql import ident, quote, to_arrow
 from lab.select.rules import Rule
 from lab.stages import STAGE_NAMES
@@ -66,10 +65,9 @@ def near_drops(run: str | Path | Run, rules: list[Rule]) -> pa.Table:
     if k is None:
         return schema.empty_table()
     key = tuple(rules)
-    with r.lock:
-        if key in r.near_memo:
-            r.near_memo.move_to_end(key)
-            return r.near_memo[key]
+    known = r.near_memo.get(key)
+    if known is not None:
+        return known
     threshold, keep, keep_signal = rules[k].value
     rank = {"lowest_id": "doc_id", "longest": "bytes", "best_signal": keep_signal}[keep]
     check_columns(r, [rank, "nd_shingles"])
@@ -77,8 +75,7 @@ def near_drops(run: str | Path | Run, rules: list[Rule]) -> pa.Table:
     exact_first = any(x.op == "first_in_group" and x.signal == "content_hash" for x in rules[:k])
     if exact_first and not candidate_edges(r)[0].size:
         out = schema.empty_table()
-        with r.lock:
-            r.near_memo[key] = out
+        r.near_memo.put(key, out)
         return out
     ntok = "n_tokens" if "n_tokens" in r.columns else "NULL::BIGINT AS n_tokens"
     sql = codes_sql(rules, extra=["content_hash", "nd_shingles", "source", "lang", rank]
@@ -93,10 +90,7 @@ def near_drops(run: str | Path | Run, rules: list[Rule]) -> pa.Table:
     dropped = dedup.keep_one_per_cluster(doc_ids, alive.column("content_hash").to_numpy(), ranks, u, v, j, threshold)
     pos = np.searchsorted(doc_ids, dropped, sorter=np.argsort(doc_ids))
     out = alive.take(pa.array(np.argsort(doc_ids)[pos])).select(schema.names).cast(schema)
-    with r.lock:
-        r.near_memo[key] = out
-        while len(r.near_memo) > MEMO_FUNNELS:
-            r.near_memo.popitem(last=False)
+    r.near_memo.put(key, out)
     return out
 
 
@@ -151,8 +145,7 @@ CLUSTER_CONFIG_SORTS = ("alive",)  # sort keys that need a config (members alive
 CLUSTER_PAGE = 50  # clusters per page unless told
 CLUSTER_MEMO = 64  # cluster tables remembered per process: (run, threshold, keep) and (run, threshold, rules)
 
-_cluster_memo: OrderedDict = OrderedDict()  # key -> (weakref to the Run, table)
-_cluster_lock = threading.Lock()
+_cluster_memo = Memo(CLUSTER_MEMO)  # key -> (weakref to the Run, table)
 _NEAR_STAGE = STAGE_NAMES.index("near_dedup")
 
 
@@ -220,16 +213,11 @@ def member_status(stage: str | None) -> str:
 def _memo(r: Run, key: tuple, compute) -> Any:
     """``compute()``, remembered per opened run (a refreshed run is another ``Run``: nothing stale)."""
     full = (id(r), *key)
-    with _cluster_lock:
-        hit = _cluster_memo.get(full)
-        if hit is not None and hit[0]() is r:
-            _cluster_memo.move_to_end(full)
-            return hit[1]
+    hit = _cluster_memo.get(full)
+    if hit is not None and hit[0]() is r:
+        return hit[1]
     value = compute()
-    with _cluster_lock:
-        _cluster_memo[full] = (weakref.ref(r), value)
-        while len(_cluster_memo) > CLUSTER_MEMO:
-            _cluster_memo.popitem(last=False)
+    _cluster_memo.put(full, (weakref.ref(r), value))
     return value
 
 

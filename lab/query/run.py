@@ -17,7 +17,6 @@ constants and the order in which samples of drops are taken.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from lab.errors import ConfigError, NotReadyError
 from lab.io.run import RunLayout
 from lab.io.schema import numeric_signals
 from lab.io.writers import read_json
+from lab.query.memo import Memo
 from lab.query.sql import empty_table, ident, quote
 from lab.stages import STAGE_NAMES, STAGES
 from lab.stats import Summary
@@ -42,6 +42,7 @@ SAMPLE_SEED = 0  # dropped_samples' default seed
 SAMPLE_RANK = "_sample_rank"  # in-memory runs: each row's place in the order of that seed's samples
 SAMPLE_WINDOWS = (2**14, 2**18)  # first rows (in sample order) looked at for a sample, before all of them
 MEMO_FUNNELS = 256  # per in-memory run: recent funnels that later ones are computed from
+HIST_MEMO = 16  # per in-memory run: recent histograms' raw counts
 INGEST = "ingest"  # the pseudo-stage of records that could not be read (rejects/)
 FUNNEL_STAGES = (INGEST, *STAGE_NAMES)
 GROUP_BY = ("lang", "source")
@@ -58,13 +59,13 @@ class Run:
     config: Config | None = None  # the config the run was made with (config.yaml)
     ranges: dict[str, tuple[float, float]] | None = None  # in-memory runs: exact min and max of numeric columns
     # in-memory runs: (by, rules) -> {(group, code): [docs, bytes]} of recent funnels, newest last
-    memo: OrderedDict | None = None
+    memo: Memo | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     edges: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (u, v, jaccard) of the candidate pairs
-    near_memo: OrderedDict = field(default_factory=OrderedDict)  # rules -> near-dedup drops
+    near_memo: Memo = field(default_factory=lambda: Memo(MEMO_FUNNELS))  # rules -> near-dedup drops
     binned: dict = field(default_factory=dict)  # in memory: (signal, bin edges) -> column of each row's bin
     constant: dict = field(default_factory=dict)  # answers that depend on the run only (fertility), by question
-    hist_memo: OrderedDict = field(default_factory=OrderedDict)  # recent histograms' raw counts (in memory)
+    hist_memo: Memo = field(default_factory=lambda: Memo(HIST_MEMO))  # recent histograms' raw counts (in memory)
     codes: Any = None  # in memory: lab.query.codes.Codes, each document's first failing rule as an array
     stats_read: tuple | None = None  # ((mtime, size) of the stats file, its summaries)
 
@@ -164,6 +165,6 @@ def open_run(run: str | Path | Run, *, in_memory: bool = False, refresh: bool = 
         con.execute(f"CREATE VIEW rejects AS SELECT * FROM read_parquet({quote(layout.glob('rejects'))})")
         columns = tuple(r[0] for r in con.execute("DESCRIBE signals").fetchall())
         r = Run(layout, con, columns, nullable, load(layout.config) if layout.config.exists() else None, ranges,
-                OrderedDict() if in_memory else None)
+                Memo(MEMO_FUNNELS) if in_memory else None)
         _runs[key] = r
         return r
