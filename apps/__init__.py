@@ -3,5 +3,5 @@ per browser session whose tabs judge every threshold.
 
 ``dashboard`` builds and serves the page; ``store`` is a session's selection (the thresholds and what
 they select, read through ``lab.query``); ``views/`` holds one view per tab; ``dispatch`` runs queries
-off the page's thread; ``panes`` and ``format`` draw numbers and tables.
+off the page's thread; ``format`` draws numbers and tables; ``workarounds`` holds what reaches past Panel's public API.
 """

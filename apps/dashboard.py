@@ -16,7 +16,6 @@ from pathlib import Path
 
 import panel as pn
 
-from apps import panes
 from apps.dispatch import Dispatch, WhenShown, collect_when_idle
 from apps.store import Selection
 from apps.views.dedup import DedupTab
@@ -26,6 +25,7 @@ from apps.views.labels import LabelsTab
 from apps.views.mixture import MixtureTab
 from apps.views.planner import PlannerTab
 from apps.views.tokens import TokensTab
+from apps.workarounds import HTML
 from lab import query
 from lab.errors import LabError
 
@@ -57,7 +57,7 @@ class Dashboard:
         self.labels = LabelsTab(self.sel, dispatch, self._show_docs, self._when_shown("Labels"))
         self.planner = PlannerTab(self.sel, dispatch, self._when_shown("Planner"))
         self.export = ExportTab(self.sel, self._when_shown("Export"))
-        self.tokens = TokensTab(self.sel.run_dir, dispatch, self._when_shown("Fertility & packing"))
+        self.tokens = TokensTab(self.sel, dispatch, self._when_shown("Fertility & packing"))
         self.mixture = MixtureTab(self.sel, dispatch, self._when_shown("Mixture"))
         self.tabs = pn.Tabs(self.funnel.view, self.labels.view, self.dedup.view, self.tokens.view,
                             self.mixture.view, self.planner.view, self.export.view, dynamic=True,
@@ -70,7 +70,7 @@ class Dashboard:
         # the tabs behind the Funnel compute when opened, not on every slider release
         self.followers = [self.labels, self.dedup, self.tokens, self.mixture, self.planner, self.export]
         self.tabs.param.watch(self._opened, "active")
-        self.view = pn.Column(panes.HTML(f"<h2 style='margin:4px 0'>corpus-lab · <code>{self.sel.run_dir}</code></h2>"),
+        self.view = pn.Column(HTML(f"<h2 style='margin:4px 0'>corpus-lab · <code>{self.sel.run_dir}</code></h2>"),
                               self.tabs, sizing_mode="stretch_width", stylesheets=[CSS])
 
     def _when_shown(self, name: str) -> WhenShown:

@@ -24,6 +24,8 @@ from typing import Any
 import panel as pn
 from panel.io.state import set_curdoc
 
+from apps import workarounds
+
 AFTER_WAIT_S = 1.0  # how long detail work waits for the numbers in flight, at most
 _SKIPPED = object()  # a request overtaken before it started
 
@@ -114,7 +116,7 @@ class Dispatch:
             self.submit(kind, compute, show, pool=pool)
 
     def _loaded_if_missed(self) -> None:
-        if self.waiting is not None and pn.state._loaded.get(self.doc):  # loaded, and our callback never ran
+        if self.waiting is not None and workarounds.page_loaded(self.doc):  # loaded, and our callback never ran
             self._loaded()
         if self.waiting is None and self._watch is not None:
             self.doc.remove_periodic_callback(self._watch)

@@ -37,6 +37,7 @@ SPLITS = ("(none)", "lang", "source")
 ALL_LANGUAGES = "(all)"
 LANG_PARAM = "lang"  # the link's parameter naming the chosen language
 GRID = near_dedup.GRID
+CLUSTER_SORTS = query.CLUSTER_SORTS  # what the cluster table can be sorted by
 
 
 def curve(f: pl.DataFrame) -> dict[str, list]:
@@ -322,6 +323,33 @@ class Selection(param.Parameterized):
 
     def precision(self, config: Config | None = None) -> pl.DataFrame:
         return query.stage_precision(self.run, self.config if config is None else config)
+
+    def labels(self) -> pl.DataFrame:
+        return query.labels(self.run)
+
+    def label_problems(self) -> list:
+        return query.label_problems(self.run)
+
+    def labelled_drops(self, stage: str, label: str, config: Config | None = None) -> pl.DataFrame:
+        """The labelled documents ``stage`` drops under the thresholds (or ``config``)."""
+        return query.labelled_drops(self.run, self.config if config is None else config, stage, label=label)
+
+    # --- the run's tokens: the same for every threshold ---------------------------------------------
+
+    def fertility(self, by: str) -> pl.DataFrame:
+        return query.fertility(self.run, by)
+
+    def fertility_comparison(self) -> pl.DataFrame:
+        return query.fertility_comparison(self.run)
+
+    def packing(self) -> pl.DataFrame:
+        return query.packing(self.run)
+
+    def loader_telemetry(self) -> pl.DataFrame:
+        return query.loader_telemetry(self.run)
+
+    def telemetry_steps(self, name: str) -> pl.DataFrame:
+        return query.telemetry_steps(self.run, name)
 
     def train_quality(self, **train: Any) -> dict:
         """Fit a quality classifier from the run's labels (``lab.quality.train.train``, what

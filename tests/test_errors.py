@@ -108,11 +108,13 @@ def test_token_tables_of_a_run_without_them_say_which_command_makes_them(untoken
 
 def test_the_dashboard_tab_shows_what_to_run_first(untokenized_run):
     """The Fertility & packing tab catches LabError and shows its message: each table says what makes it."""
+    from apps.store import Selection
     from apps.views import tokens
 
+    sel = Selection(untokenized_run)
     for title, table in tokens.TABLES:
         with pytest.raises(NotReadyError, match="first") as e:
-            table(untokenized_run)
+            table(sel)
         assert isinstance(e.value, LabError), title
 
 

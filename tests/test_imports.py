@@ -170,3 +170,8 @@ def test_every_package_says_what_comes_in_and_what_goes_out(pkg):
     for init in sorted((ROOT / pkg).rglob("__init__.py")):
         doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
         assert doc and len(doc.split()) >= 12, f"{init.relative_to(ROOT)}: a docstring of what the package does"
+
+
+def test_the_dashboards_views_read_the_sessions_store_not_the_query_package():
+    views = [(m, t) for m, t, _ in _imports(_modules()) if m.startswith("apps.views.")]
+    assert len(views) > 20 and [(m, t) for m, t in views if t.startswith("lab.query")] == []

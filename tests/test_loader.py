@@ -398,6 +398,7 @@ def test_read_tokens_records_telemetry_the_dashboard_plots(tokens_run, tmp_path,
     import shutil
 
     from apps.dispatch import Dispatch
+    from apps.store import Selection
     from apps.views.tokens import TokensTab
     from lab import query
 
@@ -411,7 +412,7 @@ def test_read_tokens_records_telemetry_the_dashboard_plots(tokens_run, tmp_path,
     assert summary["name"] == "t" and summary["steps"] == steps.height == 40 and summary["prefetch"] == 4
     assert summary["stalls"] == int(steps["stall"].sum()) and summary["max_ms"] == pytest.approx(steps["wait_ms"].max(),
                                                                                                  abs=1e-3)
-    tab = TokensTab(run, Dispatch(None))
+    tab = TokensTab(Selection(run), Dispatch(None))
     titles = [getattr(o, "object", None) for o in tab.tables.objects]
     assert any("Loader telemetry" in str(t) for t in titles)
     figs = [o.object for o in tab.figures.objects if hasattr(o.object, "axes")]

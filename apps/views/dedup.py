@@ -18,11 +18,10 @@ import pandas as pd
 import panel as pn
 
 from apps import format as fmt
-from apps import panes
 from apps.dispatch import DETAILS, Dispatch, WhenShown
-from apps.store import GRID, Clusters, Selection
+from apps.store import CLUSTER_SORTS, GRID, Clusters, Selection
 from apps.views.knobs import recall_note
-from lab import query
+from apps.workarounds import HTML
 from lab.dedup.recall import WARN_BELOW
 from lab.errors import LabError
 
@@ -70,15 +69,15 @@ class DedupTab:
         self.following = True  # the threshold follows the funnel's until the user picks another here
         self.threshold = pn.widgets.Select(label="near-duplicate threshold (Jaccard)", options=list(GRID),
                                            value=self.model.at, width=220)
-        self.sort = pn.widgets.Select(label="sort by", options=list(query.CLUSTER_SORTS), value="size", width=150)
+        self.sort = pn.widgets.Select(label="sort by", options=list(CLUSTER_SORTS), value="size", width=150)
         self.order = pn.widgets.RadioButtonGroup(label="order", options=["descending", "ascending"], value="descending",
                                                  width=200, margin=(25, 5))
         self.prev = pn.widgets.Button(label="◀ prev", width=70, margin=(25, 5))
         self.next = pn.widgets.Button(label="next ▶", width=70, margin=(25, 5))
-        self.count = panes.HTML("", name="cluster count", margin=(25, 5))
+        self.count = HTML("", name="cluster count", margin=(25, 5))
         self.survivors = pn.widgets.Checkbox(label="only clusters near_dedup decides (2+ members alive before it)",
                                              value=False)
-        self.note = panes.HTML("", sizing_mode="stretch_width", css_classes=["dedup-note"])
+        self.note = HTML("", sizing_mode="stretch_width", css_classes=["dedup-note"])
         self.table = pn.widgets.Tabulator(cluster_frame(_no_clusters()), disabled=True, show_index=False, selectable=1,
                                           height=300, sizing_mode="stretch_width", layout="fit_columns",
                                           widths={"cluster_id": 190, "kept": 190, "size": 60, "alive": 60},
@@ -88,7 +87,7 @@ class DedupTab:
                                             layout="fit_columns", name="members")
         self.left = pn.widgets.Select(label="left", options=[], width=220)
         self.right = pn.widgets.Select(label="right", options=[], width=220)
-        self.diff = panes.HTML("", sizing_mode="stretch_width", name="compare")
+        self.diff = HTML("", sizing_mode="stretch_width", name="compare")
         self.curve = pn.pane.Matplotlib(_s_curve_figure(self.model), dpi=72, height=230, tight=True)
         self._members = None
         self._curve_at = self.model.at
@@ -103,7 +102,7 @@ class DedupTab:
             w.param.watch(self._pair, "value")
         sel.param.watch(lambda e: self.shown.run(self._selection_changed), ["moved"])
         self.view = pn.Column(pn.Row(self.threshold, self.sort, self.order, self.prev, self.next, self.count),
-                              pn.Row(self.survivors, self.note), self.table, panes.HTML("<h3 style='margin:4px 0'>Members</h3>"),
+                              pn.Row(self.survivors, self.note), self.table, HTML("<h3 style='margin:4px 0'>Members</h3>"),
                               self.members, pn.Row(self.left, self.right), self.diff, self.curve,
                               name="Dedup clusters", sizing_mode="stretch_width")
         self.shown.run(self.refresh)

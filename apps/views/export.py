@@ -9,9 +9,9 @@ import io
 import panel as pn
 
 from apps import format as fmt
-from apps import panes
 from apps.dispatch import WhenShown
 from apps.store import Selection
+from apps.workarounds import HTML
 
 
 def changes_html(changes: list) -> str:
@@ -28,7 +28,7 @@ class ExportTab:
     def __init__(self, sel: Selection, shown: WhenShown | None = None) -> None:
         self.sel = sel
         self.shown = shown or WhenShown()  # hidden: follows the selection when opened
-        self.changes = panes.HTML(name="changes", sizing_mode="stretch_width")
+        self.changes = HTML(name="changes", sizing_mode="stretch_width")
         self.text = pn.pane.Markdown(name="config", sizing_mode="stretch_width")
         self.download = pn.widgets.FileDownload(callback=lambda: io.StringIO(self.sel.export_yaml()),
                                                 filename="corpus-lab-config.yaml", label="Download config",

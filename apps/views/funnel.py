@@ -16,11 +16,11 @@ import panel as pn
 import polars as pl
 
 from apps import format as fmt
-from apps import panes
 from apps.dispatch import DETAILS, Dispatch
 from apps.store import UNITS, FunnelView, Selection
 from apps.views.knobs import KnobPanel
 from apps.views.viewer import DocumentViewer
+from apps.workarounds import HTML
 from lab.errors import LabError
 
 
@@ -154,22 +154,22 @@ class FunnelTab:
         self.error = pn.pane.Alert(visible=False, alert_type="danger", sizing_mode="stretch_width")
         self.knobs = KnobPanel(sel, dispatch, self.report)
         first = sel.view(lang=sel.language)
-        self.retention = panes.HTML(kept_line(first), name="retention", sizing_mode="stretch_width")
-        self.change = panes.HTML("", name="change", sizing_mode="stretch_width")
-        self.diff = panes.HTML(diff_line(sel.diff()), name="diff", sizing_mode="stretch_width")
+        self.retention = HTML(kept_line(first), name="retention", sizing_mode="stretch_width")
+        self.change = HTML("", name="change", sizing_mode="stretch_width")
+        self.diff = HTML(diff_line(sel.diff()), name="diff", sizing_mode="stretch_width")
         self.reset = pn.widgets.Button(label="Reset all", color="warning", width=100)
         self.reset.on_click(lambda _: self.sel.reset())
         self.unit = pn.widgets.RadioButtonGroup(label="unit", options=list(UNITS), value=sel.unit, width=220)
         self.by = pn.widgets.Select(label="split by", options=["(none)", "lang", "source"], value=sel.by, width=140)
         self.lang = pn.widgets.Select(label="language", options=language_options(sel), value=sel.lang, width=170,
                                       css_classes=["language-select"])
-        self.table_title = panes.HTML("<p style='margin:2px 0;color:#555'>Per stage: the documents it drops; "
+        self.table_title = HTML("<p style='margin:2px 0;color:#555'>Per stage: the documents it drops; "
                                         "then, still in after it, documents, bytes and tokens, and the share of its "
                                         "input it keeps.</p>", sizing_mode="stretch_width")
         self.frame = table_frame(first.funnel, None)  # what the table shows
-        self.table = panes.HTML(table_html(self.frame), height=330, sizing_mode="stretch_width", name="funnel",
+        self.table = HTML(table_html(self.frame), height=330, sizing_mode="stretch_width", name="funnel",
                                   css_classes=["funnel-table"], stylesheets=[_TABLE_CSS], styles={"overflow-y": "auto"})
-        self.contamination = panes.HTML(
+        self.contamination = HTML(
             contamination_html(sel.contamination(), sel.config.stages.decontamination.min_matches),
             name="contamination", sizing_mode="stretch_width")
         fig, self.source = funnel_chart(first.curve)
@@ -182,7 +182,7 @@ class FunnelTab:
         sel.param.watch(lambda e: self.refresh(numbers_only=True), ["by"])
         sel.param.watch(self._language, ["lang"])
         sel.param.watch(lambda e: self.knobs.refresh_histograms(), ["unit"])
-        main = pn.Column(pn.Row(self.reset, panes.HTML("<b>unit</b>", margin=(12, 5)), self.unit, self.by, self.lang,
+        main = pn.Column(pn.Row(self.reset, HTML("<b>unit</b>", margin=(12, 5)), self.unit, self.by, self.lang,
                                 sizing_mode="stretch_width"),
                          self.retention, self.change, self.diff, self.error, self.chart, self.table_title, self.table,
                          self.contamination,

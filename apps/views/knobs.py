@@ -23,9 +23,9 @@ import panel as pn
 import polars as pl
 
 from apps import format as fmt
-from apps import panes
 from apps.dispatch import DETAILS, Dispatch
 from apps.store import Selection
+from apps.workarounds import HTML, no_debounce
 from lab.errors import LabError
 from lab.select import knobs as lab_knobs
 from lab.stages import STAGE_NAMES, near_dedup
@@ -97,8 +97,8 @@ class KnobControl:
         if self.view is not None:
             return self.view
         k = self.knob
-        self.note = panes.HTML("", margin=(0, 5), styles={"font-size": "12px", "color": "#555"})
-        self.title = panes.HTML(_title(k), margin=(0, 5), styles={"font-size": "13px"})
+        self.note = HTML("", margin=(0, 5), styles={"font-size": "12px", "color": "#555"})
+        self.title = HTML(_title(k), margin=(0, 5), styles={"font-size": "13px"})
         self.label = pn.Row(self.title,
                             pn.widgets.TooltipIcon(value=f"{k.help} Default {fmt.value(k.default)} {k.unit}: "
                                                          f"{k.source}.", margin=(0, 0)),
@@ -126,7 +126,7 @@ class KnobControl:
                 self.slider = cls(label="", start=int(lo) if integer else float(lo), end=int(hi) if integer else float(hi),
                                   step=int(step) if integer else float(step), value=k.value, width=215,
                                   show_value=False, margin=(0, 5), **kw)
-                self.slider._debounce = 0  # a release comes alone: no need to wait for more
+                no_debounce(self.slider)  # a release comes alone: no need to wait for more
                 self.slider.param.watch(lambda e: self._moved(lab_knobs.snap(self.knob, e.new)), "value_throttled")
             self.box = (pn.widgets.IntInput if integer else pn.widgets.FloatInput)(
                 label="", value=k.value, width=105, margin=(0, 5), css_classes=["knob-box"],
@@ -212,11 +212,11 @@ class KnobPanel:
     def __init__(self, sel: Selection, dispatch: Dispatch, report: Callable[[str], None]) -> None:
         self.sel, self.dispatch, self.report = sel, dispatch, report
         self.log_y = pn.widgets.Checkbox(label="log scale (histograms)", value=False)
-        self.legend = panes.HTML(LEGEND, margin=(0, 5))
+        self.legend = HTML(LEGEND, margin=(0, 5))
         self.controls: dict[str, KnobControl] = {}
         # a line about the run under some cards (what the URL lists block; no evaluation set, no model),
         # filled when the card is first opened
-        self.notes = {stage: panes.HTML("", margin=(0, 5), name=f"{stage} note", css_classes=[f"{stage}-note"],
+        self.notes = {stage: HTML("", margin=(0, 5), name=f"{stage} note", css_classes=[f"{stage}-note"],
                                           styles={"font-size": "12px"}) for stage in NOTE_STAGES}
         self.cards: dict[str, pn.Card] = {}
         self.by_stage: dict[str, list[KnobControl]] = {}
@@ -456,7 +456,7 @@ def _ignore(fut: Future) -> None:
 
 
 def _unopened(n: int) -> pn.pane.HTML:
-    return panes.HTML(f"<span style='color:#777'>{n} knob{'s' if n != 1 else ''}</span>", margin=(0, 5))
+    return HTML(f"<span style='color:#777'>{n} knob{'s' if n != 1 else ''}</span>", margin=(0, 5))
 
 
 def _same(a: Any, b: Any) -> bool:

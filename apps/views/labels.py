@@ -19,10 +19,9 @@ import pandas as pd
 import panel as pn
 
 from apps import format as fmt
-from apps import panes
 from apps.dispatch import DETAILS, Dispatch, WhenShown
 from apps.store import Selection
-from lab import query
+from apps.workarounds import HTML
 from lab.errors import LabError
 
 
@@ -42,7 +41,7 @@ class LabelsTab:
         self.sel, self.dispatch, self.show_docs = sel, dispatch, show_docs
         self.shown = shown or WhenShown()  # hidden: follows the selection and new labels when opened
         self.problems = pn.pane.Alert(visible=False, alert_type="warning", sizing_mode="stretch_width")
-        self.summary = panes.HTML("", sizing_mode="stretch_width")
+        self.summary = HTML("", sizing_mode="stretch_width")
         self.table = pn.widgets.Tabulator(precision_frame(_empty()), disabled=True, show_index=False, selectable=1,
                                           height=360, sizing_mode="stretch_width", layout="fit_columns",
                                           name="precision")
@@ -50,11 +49,11 @@ class LabelsTab:
                                                 label="Download the labels (Parquet)", color="primary", width=260)
         self.train = pn.widgets.Button(label="Train a quality model from the labels", color="primary", width=300)
         self.train.on_click(lambda e: self.train_model())
-        self.trained = panes.HTML("", sizing_mode="stretch_width")
+        self.trained = HTML("", sizing_mode="stretch_width")
         self.table.param.watch(self._opened, "selection")
         sel.param.watch(lambda e: self.shown.run(self.refresh), ["moved", "labels_changed"])
         self.view = pn.Column(
-            panes.HTML("<p>Precision of a filter = the share of its labelled drops that are labelled <b>bad</b> "
+            HTML("<p>Precision of a filter = the share of its labelled drops that are labelled <b>bad</b> "
                          "(it was right to drop them). Click a stage to read the documents it drops that were "
                          "labelled <b>good</b>. The <code>kept</code> row: the share of labelled kept documents "
                          "labelled good.</p>"),
@@ -63,13 +62,13 @@ class LabelsTab:
         self.shown.run(self.refresh)
 
     def _export(self):
-        return _parquet_bytes(query.labels(self.sel.run))
+        return _parquet_bytes(self.sel.labels())
 
     def refresh(self) -> None:
         cfg = self.sel.config
 
         def compute():
-            return self.sel.precision(cfg), query.labels(self.sel.run), query.label_problems(self.sel.run)
+            return self.sel.precision(cfg), self.sel.labels(), self.sel.label_problems()
 
         def show(fut: Future) -> None:
             try:
@@ -115,7 +114,7 @@ class LabelsTab:
         cfg = self.sel.config
 
         def compute():
-            return query.labelled_drops(self.sel.run, cfg, stage, label="good")
+            return self.sel.labelled_drops(stage, "good", cfg)
 
         def show(fut: Future) -> None:
             try:

@@ -17,9 +17,9 @@ import pandas as pd
 import panel as pn
 
 from apps import format as fmt
-from apps import panes
 from apps.dispatch import DETAILS, Dispatch, WhenShown
 from apps.store import Selection
+from apps.workarounds import HTML
 from lab.errors import LabError
 from lab.tokens.mixture import DIMENSIONS, MixtureConfig
 
@@ -86,7 +86,7 @@ class MixtureTab:
         self.seed = pn.widgets.IntInput(label="seed", value=m.seed, start=0, width=90)
         self.reset = pn.widgets.Button(label="the run's mixture", width=150)
         self.error = pn.pane.Alert(visible=False, alert_type="danger", sizing_mode="stretch_width")
-        self.summary = panes.HTML("", name="mixture summary", sizing_mode="stretch_width")
+        self.summary = HTML("", name="mixture summary", sizing_mode="stretch_width")
         self.table = pn.widgets.Tabulator(mixture_frame(sel.mixture_buckets(tuple(self.by.value)), None, None),
                                           show_index=False, sizing_mode="stretch_width", height=420, name="mixture",
                                           editors={c: None for c in COLUMNS if c != "budget"},
@@ -100,7 +100,7 @@ class MixtureTab:
             w.param.watch(lambda e: self._regroup(), "value")
         self.reset.on_click(lambda _: self._use_run())
         sel.param.watch(lambda e: self.shown.run(self.refresh), ["moved", "mixture"])
-        help_ = panes.HTML("<p style='margin:2px 0;color:#555'>Type a budget beside a bucket (tokens, or a weight; "
+        help_ = HTML("<p style='margin:2px 0;color:#555'>Type a budget beside a bucket (tokens, or a weight; "
                            "weights sum to 1 and buckets without one are left out). Epochs above 1 repeat the "
                            "bucket's documents; past 4 they are worth much less than new data (Muennighoff et al. "
                            "2023). Export writes the mixture; the Planner plans its tokens.</p>",

@@ -10,9 +10,9 @@ from concurrent.futures import Future
 import panel as pn
 
 from apps import format as fmt
-from apps import panes
 from apps.dispatch import DETAILS, Dispatch, WhenShown
 from apps.store import Planner, Selection
+from apps.workarounds import HTML
 from lab.errors import LabError
 
 
@@ -89,7 +89,7 @@ class PlannerTab:
         self.margin = pn.widgets.FloatInput(label="raw input margin (×)", value=m.margin, start=1, width=125)
         self.corpus = pn.widgets.FloatInput(label="a corpus of (raw TB)", value=m.corpus_tb, start=0.001, width=125)
         self.cores = pn.widgets.IntInput(label="on cores", value=m.cores, start=1, width=125)
-        self.differs = panes.HTML("", sizing_mode="stretch_width", name="differs")
+        self.differs = HTML("", sizing_mode="stretch_width", name="differs")
         self.out = pn.pane.Markdown(name="plan", sizing_mode="stretch_width")
         self.priced = pn.pane.Markdown(name="priced", sizing_mode="stretch_width")
         self.chart = pn.pane.Matplotlib(dpi=72, height=280, tight=True)

@@ -6,25 +6,24 @@ the loop."""
 from __future__ import annotations
 
 from concurrent.futures import Future
-from pathlib import Path
 
 import panel as pn
 
 from apps.dispatch import DETAILS, Dispatch, WhenShown
-from lab import query
+from apps.store import Selection
 from lab.errors import LabError
 
-TABLES = (("Fertility by language", lambda run: query.fertility(run, "lang")),
-          ("Fertility by source", lambda run: query.fertility(run, "source")),
-          ("Tokenizer comparison (corpus-lab fertility)", query.fertility_comparison),
-          ("Packing: strategy x seq_len", query.packing),
-          ("Loader telemetry (corpus-lab read-tokens, or a trainer's write_telemetry)", query.loader_telemetry))
+TABLES = (("Fertility by language", lambda sel: sel.fertility("lang")),
+          ("Fertility by source", lambda sel: sel.fertility("source")),
+          ("Tokenizer comparison (corpus-lab fertility)", Selection.fertility_comparison),
+          ("Packing: strategy x seq_len", Selection.packing),
+          ("Loader telemetry (corpus-lab read-tokens, or a trainer's write_telemetry)", Selection.loader_telemetry))
 
 
-def _packing_figure(run):
+def _packing_figure(sel: Selection):
     from matplotlib.figure import Figure
 
-    p = query.packing(run)
+    p = sel.packing()
     fig = Figure(figsize=(6, 3), layout="constrained")
     ax = fig.add_subplot()
     lens = sorted(set(p["seq_len"].to_list()))
@@ -40,10 +39,10 @@ def _packing_figure(run):
     return fig
 
 
-def _fertility_figure(run):
+def _fertility_figure(sel: Selection):
     from matplotlib.figure import Figure
 
-    f = query.fertility(run, "lang")
+    f = sel.fertility("lang")
     f = f.filter(f["bytes_per_token"].is_not_null())  # documents with no tokens (empty text) have no figure
     fig = Figure(figsize=(6, 3), layout="constrained")
     ax = fig.add_subplot()
@@ -53,12 +52,12 @@ def _fertility_figure(run):
     return fig
 
 
-def _telemetry_figure(run):
+def _telemetry_figure(sel: Selection):
     """The newest loader telemetry: each step's wait for its sample, the stall budget drawn."""
     from matplotlib.figure import Figure
 
-    summary = query.loader_telemetry(run).row(0, named=True)
-    steps = query.telemetry_steps(run, summary["name"])
+    summary = sel.loader_telemetry().row(0, named=True)
+    steps = sel.telemetry_steps(summary["name"])
     fig = Figure(figsize=(6, 3), layout="constrained")
     ax = fig.add_subplot()
     ax.plot(steps["step"].to_list(), steps["wait_ms"].to_list(), lw=0.8)
@@ -73,8 +72,8 @@ def _telemetry_figure(run):
 class TokensTab:
     """Computed once, when first opened (it reads every text of the run: seconds at 1M documents)."""
 
-    def __init__(self, run_dir: Path, dispatch: Dispatch, shown: WhenShown | None = None) -> None:
-        self.run_dir, self.dispatch = run_dir, dispatch
+    def __init__(self, sel: Selection, dispatch: Dispatch, shown: WhenShown | None = None) -> None:
+        self.sel, self.dispatch = sel, dispatch
         self.figures = pn.Row(sizing_mode="stretch_width")
         self.tables = pn.Column(sizing_mode="stretch_width")
         self.view = pn.Column(self.figures, self.tables, name="Fertility & packing", sizing_mode="stretch_width")
@@ -82,18 +81,18 @@ class TokensTab:
         self.shown.run(self.load)
 
     def load(self) -> None:
-        run_dir, figures, tables = self.run_dir, self.figures, self.tables
+        sel, figures, tables = self.sel, self.figures, self.tables
 
         def compute():
             out = []
             for fig in (_fertility_figure, _packing_figure, _telemetry_figure):
                 try:
-                    out.append(("figure", fig(run_dir)))
+                    out.append(("figure", fig(sel)))
                 except LabError as e:
                     out.append(("note", str(e)))
             for title, fn in TABLES:
                 try:
-                    out.append((title, fn(run_dir).to_pandas()))
+                    out.append((title, fn(sel).to_pandas()))
                 except LabError as e:
                     out.append((title, str(e)))
             return out

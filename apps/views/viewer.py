@@ -17,9 +17,9 @@ import panel as pn
 import polars as pl
 
 from apps import format as fmt
-from apps import panes
 from apps.dispatch import DETAILS, Dispatch
 from apps.store import Selection, Viewer
+from apps.workarounds import HTML
 from lab.errors import LabError
 from lab.stages import STAGE_NAMES
 
@@ -95,21 +95,21 @@ class DocumentViewer:
         self.seed = pn.widgets.IntInput(label="seed", value=0, start=0, width=80)
         self.prev = pn.widgets.Button(label="◀ prev", width=70)
         self.next = pn.widgets.Button(label="next ▶", width=70)
-        self.pager = panes.HTML("", margin=(12, 5), name="pager")
-        self.only = panes.HTML("", margin=(12, 5))
+        self.pager = HTML("", margin=(12, 5), name="pager")
+        self.only = HTML("", margin=(12, 5))
         self.clear_ids = pn.widgets.Button(label="show all", width=80, visible=False)
         # a native list box: a page of 20 lines is replaced on most slider releases, and a grid widget
         # measured and laid out every cell again each time
         self.list = pn.widgets.Select(options={}, size=self.model.page_size, width=430, height=430, name="documents",
                                       css_classes=["document-list"], stylesheets=[LIST_CSS])
-        self.doc = panes.HTML("<p style='color:#777'>Click a document to read it.</p>", sizing_mode="stretch_width",
+        self.doc = HTML("<p style='color:#777'>Click a document to read it.</p>", sizing_mode="stretch_width",
                                 name="document")
         self.goto_cluster = pn.widgets.Button(label="open its cluster", visible=False, width=140)
         self.user = pn.widgets.TextInput(label="labelled by", value=sel.user, width=140)
         self.note = pn.widgets.TextInput(label="note (optional)", width=220)
         self.good = pn.widgets.Button(label="Good", color="success", width=70, disabled=True)
         self.bad = pn.widgets.Button(label="Bad", color="danger", width=70, disabled=True)
-        self.label_status = panes.HTML("", margin=(12, 5), name="label status")
+        self.label_status = HTML("", margin=(12, 5), name="label status")
         self.prev.on_click(lambda _: self._page(-1))
         self.next.on_click(lambda _: self._page(+1))
         self.good.on_click(lambda _: self._label("good"))
@@ -121,7 +121,7 @@ class DocumentViewer:
             w.param.watch(self._filters_changed, "value")
         self.list.param.watch(self._opened, "value")
         self.view = pn.Column(
-            panes.HTML("<h3 style='margin:6px 0'>Documents</h3>"),
+            HTML("<h3 style='margin:6px 0'>Documents</h3>"),
             pn.Row(self.kind, self.stage, self.reason, self.source, self.lang, self.seed, sizing_mode="stretch_width"),
             pn.Row(self.prev, self.next, self.pager, self.only, self.clear_ids),
             pn.Row(self.list, pn.Column(pn.Row(self.user, self.note, self.good, self.bad, self.label_status),
