@@ -271,7 +271,8 @@ def test_nonexistent_input_is_a_clear_error(tmp_path):
 
 
 def test_python_rules_equal_sql_on_every_sample_document(synthetic, one_worker_run):
-    from lab.select.ruleset import python_funnel, ruleset
+    from lab.select.ruleset import ruleset
+    from oracle import python_funnel
 
     cfg = config(synthetic, one_worker_run.parent, one_worker_run.name)
     rows = query.signal_rows(one_worker_run).to_dicts()
@@ -299,7 +300,8 @@ def test_batch_mode_with_per_language_thresholds_keeps_the_same_documents(synthe
 def test_python_rules_equal_sql_with_per_language_thresholds(synthetic, one_worker_run):
     # de and en moved different ways, fr only in one stage, ja absent from the sample: Python, SQL and the
     # in-memory codes still agree on every document, and the overrides change some outcomes
-    from lab.select.ruleset import python_funnel, ruleset
+    from lab.select.ruleset import ruleset
+    from oracle import python_funnel
 
     rows = query.signal_rows(one_worker_run).to_dicts()
     langs = {r["lang"] for r in rows}

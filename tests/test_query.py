@@ -13,7 +13,8 @@ from lab.errors import ConfigError
 from lab.io.run import RunLayout
 from lab.io.schema import DOCS_SCHEMA, REJECTS_SCHEMA, signals_schema
 from lab.io.writers import write_json, write_parquet
-from lab.select.ruleset import python_funnel, ruleset
+from lab.select.ruleset import ruleset
+from oracle import python_funnel
 from lab.stats import summarize
 
 

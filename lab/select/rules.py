@@ -1,14 +1,15 @@
 """Rules are data: (stage, signal, comparison, threshold, reason).
 
-A stage's ``rules(cfg)`` returns a list of them. ``lab.query`` compiles them to SQL predicates
-over the signals table; ``passes``/``first_failure`` here evaluate the very same rules in Python
-for batch runs, and a test holds the two equal on every sample document.
+A stage's ``rules(cfg)`` returns a list of them. ``lab.query`` evaluates them over a run: SQL over
+its Parquet, numpy over a run held in memory. ``passes``/``first_failure`` here read a rule's
+definition on one document's signals: a batch run's annotate stops a document at its first failure
+with them, and the tests check both of ``lab.query``'s evaluators against them.
 
 A rule states what a document must satisfy to be kept. A missing signal (NULL/None) never
 passes a rule: a document with no text has no words, so it cannot have enough of them.
 Two comparisons are decided over the documents still alive rather than one at a time:
 ``first_in_group`` keeps the first document (lowest ``doc_id``) of each group of equal signal
-values among the documents that passed every earlier stage (see ``keep_first_in_group``);
+values among the documents that passed every earlier stage;
 ``first_in_cluster`` keeps one document per connected component of near-duplicate edges among
 them (``lab.dedup.keep.keep_one_per_cluster``), with a ``Near`` value: its threshold and keep policy.
 
@@ -118,24 +119,6 @@ def first_failure(rules: Iterable[Rule], row: Mapping[str, Any]) -> str | None:
         if rule.op not in GROUP_OPS and not rule.passes(row):
             return rule.drop_reason
     return None
-
-
-def keep_first_in_group(rule: Rule, rows: Iterable[Mapping[str, Any]]) -> dict[int, str | None]:
-    """doc_id -> drop reason for a ``first_in_group`` rule over the rows still alive.
-
-    The kept member of each group is the one with the lowest ``doc_id``; rows whose signal is
-    missing are dropped with the rule's reason.
-    """
-    seen: set[Any] = set()
-    out: dict[int, str | None] = {}
-    for row in sorted(rows, key=lambda r: r["doc_id"]):
-        key = row.get(rule.signal)
-        if key is None or key in seen:
-            out[row["doc_id"]] = rule.drop_reason
-        else:
-            seen.add(key)
-            out[row["doc_id"]] = None
-    return out
 
 
 def with_by_lang(module: ModuleType, cfg: Any, overrides: Mapping[str, Mapping[str, Any]]) -> list[Rule]:

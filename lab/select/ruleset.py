@@ -1,22 +1,19 @@
-"""select: a config becomes an ordered list of rules, evaluated in Python or (via ``lab.query``) in SQL.
+"""ruleset: a config becomes the ordered list of rules every document is judged by.
 
 ``ruleset(cfg, stats)`` lists every enabled stage's rules in funnel order, with percentile rules
 ("drop the lowest 5% by X") resolved to fixed thresholds from the merged global quantile and
-placed after their stage's own rules. ``python_funnel`` evaluates the rules document by document
-exactly as batch runs do; ``lab.query.funnel`` evaluates the same list in DuckDB; a test holds
-the two equal.
+placed after their stage's own rules. ``lab.query`` evaluates the list (SQL over a run on disk,
+numpy over a run in memory); the tests check both against the rules' own definition, in Python.
 """
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from typing import Iterable, Mapping
 
-import numpy as np
 
-from lab import dedup
 from lab.config import Config
 from lab.errors import ConfigError
-from lab.select.rules import Rule, first_failure, keep_first_in_group, with_by_lang
+from lab.select.rules import Rule, with_by_lang
 from lab.stages import STAGES
 from lab.stats import Summary
 
@@ -55,40 +52,3 @@ def ruleset(cfg: Config, stats: Mapping[str, Summary] | None = None) -> list[Rul
 
 def stage_rules(rules: Iterable[Rule], stage: str) -> list[Rule]:
     return [r for r in rules if r.stage == stage]
-
-
-def _column(rows: list[Mapping[str, Any]], name: str) -> np.ndarray:
-    return np.array([np.nan if r.get(name) is None else r[name] for r in rows], dtype=np.float64)
-
-
-def python_funnel(rules: list[Rule], rows: Iterable[Mapping[str, Any]],
-                  edges: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> dict[int, str | None]:
-    """doc_id -> drop reason (None = kept), evaluating ``rules`` in order, one document at a time
-    for scalar rules and over the documents still alive for group rules. ``edges``: the run's
-    near-duplicate candidate pairs ``(u, v, jaccard)`` between content hashes (none if omitted)."""
-    alive = {r["doc_id"]: r for r in rows}
-    reason: dict[int, str | None] = {d: None for d in alive}
-    stages: list[str] = list(dict.fromkeys(r.stage for r in rules))
-    for stage in stages:
-        for rule in stage_rules(rules, stage):
-            if rule.op == "first_in_cluster":
-                threshold, keep, keep_signal = rule.value
-                cand = sorted((r for r in alive.values() if r.get("nd_shingles")), key=lambda r: r["doc_id"])
-                ids = np.array([r["doc_id"] for r in cand], dtype=np.int64)
-                rank = dedup.rank_of(keep, _column(cand, "bytes"), _column(cand, keep_signal))
-                u, v, j = edges if edges is not None else (np.zeros(0, np.int64),) * 2 + (np.zeros(0),)
-                nodes = np.array([r["content_hash"] for r in cand], dtype=np.int64)
-                for doc in dedup.keep_one_per_cluster(ids, nodes, rank, u, v, j, threshold).tolist():
-                    reason[doc] = rule.drop_reason
-                    del alive[doc]
-            elif rule.op == "first_in_group":
-                for doc, why in keep_first_in_group(rule, alive.values()).items():
-                    if why:
-                        reason[doc] = why
-                        del alive[doc]
-            else:
-                for doc in list(alive):
-                    if first_failure([rule], alive[doc]):
-                        reason[doc] = rule.drop_reason
-                        del alive[doc]
-    return reason

@@ -173,7 +173,7 @@ SIGNALS = {"nd_shingles": pa.int32()}  # distinct shingles; 0 = no words (never 
 
 
 def rules(cfg: Config) -> list[Rule]:
-    # lab.query and lab.select.ruleset.python_funnel decide it over the surviving documents' candidate edges
+    # lab.query decides it over the surviving documents' candidate edges
     return [Rule(NAME, "content_hash", "first_in_cluster", Near(cfg.threshold, cfg.keep, cfg.keep_signal),
                  "near_duplicate")]
 

@@ -1,4 +1,5 @@
-from lab.select.rules import Rule, keep_first_in_group
+from lab.select.rules import Rule
+from oracle import keep_first_in_group
 from lab.stages import exact_dedup
 
 
