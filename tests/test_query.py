@@ -395,7 +395,7 @@ def test_incremental_funnel_after_a_per_language_move_equals_recomputed(tmp_path
 
 
 def test_a_per_language_move_changes_exactly_the_documents_of_that_language(tmp_path):
-    from lab.query.browse import changes
+    from lab.query.changes import changes
 
     rows = _random_rows(600, seed=8)
     path = make_run(tmp_path, rows)

@@ -21,6 +21,7 @@ from lab.io.schema import DOCS_SCHEMA, REJECTS_SCHEMA, signals_schema
 from lab.io.writers import write_parquet
 from lab.select.knobs import apply, knobs
 from lab.query import browse, distribution
+from lab.query import changes as changes_module
 from lab.query.memo import Memo
 from lab.stages import STAGE_NAMES
 
@@ -218,11 +219,11 @@ def _newly(r, before, after) -> tuple[dict, dict]:
 
 
 def _all_changes_found(r, before, after) -> bool:
-    """Every document whose drop reason differs between two full evaluations is in ``_pairs_sql``'s
+    """Every document whose drop reason differs between two full evaluations is in ``pairs_sql``'s
     set, with both reasons (also reason-to-reason changes, which no newly_* view shows)."""
     a, b = _reasons(r, before), _reasons(r, after)
     cur = query.open_run(r).cursor()
-    pairs = cur.sql(browse._pairs_sql(r, cur, query.rules_of(r, before), query.rules_of(r, after))).pl()
+    pairs = cur.sql(changes_module.pairs_sql(r, cur, query.rules_of(r, before), query.rules_of(r, after))).pl()
     got = {d: (x, y) for d, x, y in pairs.select("doc_id", "before", "after").iter_rows() if x != y}
     return got == {d: (a[d], b[d]) for d in a if a[d] != b[d]}
 
@@ -255,8 +256,8 @@ def _moves(r, cfg) -> list[Config]:
 def test_newly_dropped_and_kept_are_the_set_differences_of_two_evaluations(run, cfg, monkeypatch):
     moves = _moves(run, cfg)
     for share in (1.0, 0):  # the candidates only (however many), then every document evaluated
-        monkeypatch.setattr(browse, "INCREMENTAL_SHARE", share)
-        browse._changes_memo.clear()  # remembered pairs would answer without evaluating
+        monkeypatch.setattr(changes_module, "INCREMENTAL_SHARE", share)
+        changes_module._changes_memo.clear()  # remembered pairs would answer without evaluating
         changed = 0
         for i, new in enumerate(moves):
             dropped, kept = _newly(run, cfg, new)
@@ -395,7 +396,8 @@ def test_random_walk_of_moves_newly_views_and_change_equal_full_evaluations(tmp_
         return real(rules, **kw)
 
     monkeypatch.setattr(browse, "codes_sql", spy)
-    monkeypatch.setattr(browse, "INCREMENTAL_SHARE", 1.0)  # the candidates only, however many
+    monkeypatch.setattr(changes_module, "codes_sql", spy)
+    monkeypatch.setattr(changes_module, "INCREMENTAL_SHARE", 1.0)  # the candidates only, however many
     rng = random.Random(5)
     choices = [("language", "min_score", [0.0, 0.1, 0.65, 0.7, 0.9]), ("c4", "min_sentences", [0, 2, 5, 40]),
                ("fineweb", "max_short_line_ratio", [0.1, 0.3, 0.9]), ("near_dedup", "threshold", [0.5, 0.6, 0.7, 0.8, 0.9]),

@@ -28,6 +28,7 @@ The modules, each importing only those above it:
   summaries;
 - ``tokens``: the tokenizer's stratified sample, token counts, fertility, packing;
 - ``reports``: what the url and decontamination stages found (per category, per evaluation set);
+- ``changes``: two configs over one run: the documents whose drop reason differs;
 - ``browse``, ``distribution``, ``labelling``: the judging loop's read side (documents, histograms and
   changes, labels and precision);
 - ``calibration``: each language's own distributions, for per-language thresholds (``lab.select.calibrate``);

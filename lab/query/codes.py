@@ -27,8 +27,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lab import dedup
-from lab.query.neardup import candidate_edges
 from lab.query.memo import Memo
+from lab.query.neardup import candidate_edges
 from lab.query.sql import ident, to_arrow
 from lab.select.rules import LANG, Rule
 

@@ -204,8 +204,8 @@ def codes_sql(rules: list[Rule], *, extra: Sequence[str] = (), run: Run | None =
     return flush(sql)
 
 
-def reason_of(rules: list[Rule]) -> str:
-    """SQL mapping a code to its drop reason.
+def reason_of(rules: list[Rule], code: str = "code") -> str:
+    """SQL mapping a code (the column ``code``, or an expression of one) to its drop reason; NULL stays NULL.
 
     >>> print(reason_of([Rule("gopher_quality", "gq_words", ">=", 50, "too_short"),
     ...                   Rule("language", "lang", "in", ("en",), "other_language")]))
@@ -213,7 +213,8 @@ def reason_of(rules: list[Rule]) -> str:
     """
     if not rules:
         return "NULL::VARCHAR"
-    return f"([{', '.join(quote(r.drop_reason) for r in rules)}])[code + 1]"
+    at = "code" if code == "code" else f"({code})"
+    return f"([{', '.join(quote(r.drop_reason) for r in rules)}])[{at} + 1]"
 
 
 def rules_of(r: Run, config: Config) -> list[Rule]:

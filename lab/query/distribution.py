@@ -28,7 +28,7 @@ at or above its lower edge (the maximum of a float signal lies on the last edge)
 percentiles are exact (``quantile_disc``): one more query, once per run and signal (remembered).
 
 ``change(run, before, after)`` counts what moving from ``before`` to ``after`` newly drops and newly
-keeps, exactly, evaluating only the documents whose outcome can differ (see ``browse._pairs_sql``).
+keeps, exactly, evaluating only the documents whose outcome can differ (``lab.query.changes``).
 
 Cost at n documents: a histogram is one scan of a few columns of the n rows (plus, for a stage after
 a dedup stage, the rule evaluation with its window and the remembered near-dedup drops); a change is
@@ -48,13 +48,13 @@ import pyarrow.compute as pc
 from lab.config import Config
 from lab.errors import ConfigError
 from lab.io.schema import numeric_signals, signals_schema
-from lab.query.browse import changes
+from lab.query.changes import changes
 from lab.query.codes import of as codes_of
 from lab.query.compile import codes_sql, failure_in, literal, rules_of
 from lab.query.funnels import INCREMENTAL_SHARE, changed_rules, shift_counts
+from lab.query.memo import Memo
 from lab.query.neardup import with_near
 from lab.query.run import Run, open_run
-from lab.query.memo import Memo
 from lab.query.sql import ident, to_arrow
 from lab.select.rules import LANG, Rule
 from lab.stages import STAGE_NAMES

@@ -8,6 +8,7 @@ Arrow result as one table.
 from __future__ import annotations
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 
 
@@ -31,3 +32,9 @@ def to_arrow(rel: duckdb.DuckDBPyRelation) -> pa.Table:
     """A relation's rows as one Arrow table (DuckDB versions return a table or a batch reader)."""
     out = rel.arrow()
     return out.read_all() if isinstance(out, pa.RecordBatchReader) else out
+
+
+def register_ids(cur: duckdb.DuckDBPyConnection, name: str, ids: np.ndarray) -> str:
+    """Register ``ids`` with the cursor as table ``name``; the condition selecting those documents."""
+    cur.register(name, pa.table({"doc_id": pa.array(ids, pa.int64())}))
+    return f"doc_id IN (SELECT doc_id FROM {name})"
