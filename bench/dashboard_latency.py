@@ -168,9 +168,9 @@ FLAGS = {"doc_id", "content_hash", "decode_errors", "c4_lorem_ipsum", "c4_curly_
 
 
 def jitter(t: pa.Table, rng: np.random.Generator) -> pa.Table:
-    """Every numeric signal (but ids, hashes and 0/1 flags) times a lognormal factor (sigma 0.15), as
-    bench/query_browse.py does: a small sample resampled a million times has few distinct values, and
-    a threshold move between two of them would move no document."""
+    """Every numeric signal (but ids, hashes and 0/1 flags) times a lognormal factor (sigma 0.15): a small
+    sample resampled a million times has few distinct values, and a threshold move between two of them
+    would move no document."""
     for i, f in enumerate(t.schema):
         if f.name in FLAGS or not (pa.types.is_integer(f.type) or pa.types.is_floating(f.type)):
             continue
@@ -188,7 +188,7 @@ def build_run(src: Path, root: Path, rows: int, seed: int = 0, texts: int | None
 
     Signals jittered, token counts, the text of every document (``texts``: of the first that many
     only; the viewer pages through a seeded random order of all of them), and near-duplicate edges
-    (chains of 2-6 nodes over 3% of the contents) with their clusters. bench/query_browse.py uses it too.
+    (chains of 2-6 nodes over 3% of the contents) with their clusters.
     """
     if (root / "config.yaml").exists():
         return root

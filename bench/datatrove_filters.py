@@ -55,32 +55,37 @@ import statistics  # noqa: E402
 import time  # noqa: E402
 from importlib.metadata import version  # noqa: E402
 from pathlib import Path  # noqa: E402
+from typing import TYPE_CHECKING  # noqa: E402
 
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
-from datatrove.data import Document  # noqa: E402
-from datatrove.pipeline.filters import (  # noqa: E402
-    C4QualityFilter,
-    FineWebQualityFilter,
-    GopherQualityFilter,
-    GopherRepetitionFilter,
-)
-from datatrove.pipeline.readers import JsonlReader  # noqa: E402
 from single_core import one_core, timed  # noqa: E402
+
+if TYPE_CHECKING:  # datatrove itself is imported where it is used, so that --help needs no venv
+    from datatrove.data import Document
 
 OUT_DIR = Path(__file__).resolve().parent / "out"
 TOKENIZER = Path(__file__).resolve().parent.parent / "runs" / "sample" / "tokenizer" / "tokenizer.json"
 TOKENIZE_BATCH = 1000  # documents per encode_batch call, as DocumentTokenizer's default batch_size
-FILTERS = {  # output column prefix -> datatrove filter class (default settings)
-    "gopher_quality": GopherQualityFilter,
-    "gopher_repetition": GopherRepetitionFilter,
-    "c4": C4QualityFilter,
-    "fineweb": FineWebQualityFilter,
-}
+
+
+def filters() -> dict:
+    """Output column prefix -> datatrove filter class (default settings)."""
+    from datatrove.pipeline.filters import (
+        C4QualityFilter,
+        FineWebQualityFilter,
+        GopherQualityFilter,
+        GopherRepetitionFilter,
+    )
+
+    return {"gopher_quality": GopherQualityFilter, "gopher_repetition": GopherRepetitionFilter,
+            "c4": C4QualityFilter, "fineweb": FineWebQualityFilter}
 
 
 def read_docs(path: Path) -> list[Document]:
     """All documents of one JSONL file, read with datatrove's own JsonlReader (uses orjson)."""
+    from datatrove.pipeline.readers import JsonlReader
+
     reader = JsonlReader(str(path.parent), glob_pattern=path.name, add_file_path=False)
     return list(reader.run())
 
@@ -93,6 +98,8 @@ def decide(result) -> tuple[bool, str | None]:
 
 
 def copies(docs: list[Document]) -> list[Document]:
+    from datatrove.data import Document
+
     return [Document(text=d.text, id=d.id, metadata=dict(d.metadata)) for d in docs]
 
 
@@ -217,7 +224,8 @@ def main(argv: list[str] | None = None) -> None:
     }
 
     seconds_by_filter = {}
-    for name, cls in FILTERS.items():
+    classes = filters()
+    for name, cls in classes.items():
         results, seconds = time_filter(cls(), docs, args.repeat)
         decisions = [decide(r) for r, _ in results]
         rows[f"{name}_keep"] = [k for k, _ in decisions]
@@ -236,7 +244,7 @@ def main(argv: list[str] | None = None) -> None:
         }
 
     # Gopher quality then repetition, as a batch funnel would run them
-    quality, repetition = GopherQualityFilter(), GopherRepetitionFilter()
+    quality, repetition = classes["gopher_quality"](), classes["gopher_repetition"]()
     quality.filter(copies(docs[:1])[0])
     repetition.filter(copies(docs[:1])[0])
     funnel_seconds = []

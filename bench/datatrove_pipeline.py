@@ -85,7 +85,6 @@ import time
 from importlib.metadata import version
 from pathlib import Path
 
-import orjson
 import zstandard
 
 BENCH = Path(__file__).resolve().parent
@@ -135,6 +134,8 @@ def iter_lines(path: Path):
 
 
 def iter_texts(path: Path):
+    import orjson  # the datatrove venv's ([io] extra); imported here so that --help needs no venv
+
     for line in iter_lines(path):
         yield orjson.loads(line)["text"]
 
@@ -158,6 +159,8 @@ def plan_input(folder: Path, docs: int | None, workers: int, work: Path) -> dict
         paths.write_text("".join(f["name"] + "\n" for f in taken))
         return {"data_folder": str(folder), "paths_file": str(paths), "files": len(taken), "docs": docs,
                 "text_bytes": sum(f["text_bytes"] for f in taken), "sliced": False, "slice_seconds": 0.0}
+    import orjson
+
     # the first `docs` documents into n_out files of equal counts (not timed)
     t0 = time.perf_counter()
     per_file = max(1, round(total / len(files)))

@@ -1,5 +1,5 @@
 """Tokens per CPU-second: ``lab.tokens.fast_encode`` (tiktoken's encoder on the run's fitted BPE) vs raw
-HuggingFace ``tokenizers`` ``encode_batch_fast``, one core, identical ids (issue 17).
+HuggingFace ``tokenizers`` ``encode_batch_fast``, one core, identical ids.
 
 Both run in one process with one thread, as corpus-lab's workers run (``RAYON_NUM_THREADS=1``,
 ``lab/engine.py``'s worker environment); tiktoken's ``encode`` runs in the calling thread. One

@@ -1,4 +1,4 @@
-"""What checking input content costs against annotating it (issue 13 B2).
+"""What checking input content costs against annotating it.
 
 A rerun reuses a partition only when its files' SHA-256 is unchanged (``lab.io.partitions.fingerprint``),
 so every run reads its inputs once more to hash them. This prints, for a finished run, the CPU time of

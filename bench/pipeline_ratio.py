@@ -40,7 +40,7 @@ before/after each run (another job on the other core pollutes wall time, less so
     .venv/bin/python bench/scale_corpus.py --docs 30000 --files 2 --out /tmp/scale30k
     .venv/bin/python bench/pipeline_ratio.py --input /tmp/scale30k --cpu 1 --rounds 1 --name scale30k
 
-Figures: bench/RESULTS.md §30 (four corpora, the JSON of each run in bench/out/). A LocalCluster's
+Figures: bench/RESULTS.md (bench/HISTORY.md §30-32; the JSON of each run in bench/out/). A LocalCluster's
 workers are counted: on a 300-document run (n_workers 1) RUSAGE_CHILDREN gave 6.9-7.1 s,
 /usr/bin/time -v 7.2 s, a /proc poll of the 3 processes 6.8 s.
 

@@ -1,4 +1,4 @@
-"""Provenance and Megatron export costs (issue 16 §5, §6).
+"""Provenance and Megatron export costs.
 
 1. ``materialize_e2e``: ``lab.tokens.materialize.run`` on a copy of a tokens run (``--run``; default: the
    synthetic sample with ``tests/conftest.tokens_config``, built once under ``--dir``), best of

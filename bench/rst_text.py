@@ -1,8 +1,7 @@
 """Turn reStructuredText (Sphinx flavour) into the plain text a reader sees in the HTML.
 
-Used by the benchmarks as (1) the reference text for HTML extraction quality
-(`html_extract.py` compares extracted text with the page's `_sources/*.rst.txt`) and
-(2) a source of real English prose (`make_docs.py`).
+Used by the benchmarks as a source of real English prose (`make_docs.py`); it was also the
+reference text of the first HTML extraction benchmark (bench/HISTORY.md §3).
 
 It is an approximation, not a docutils renderer: it drops markup, labels, comments and
 hidden directives (index, toctree, module metadata, test setup), keeps the arguments of

@@ -1,6 +1,5 @@
 """Peak resident memory of each kind of worker task, one task per fresh process, on run
-directories of two corpus sizes (the memory bound of issue 6: a task's memory must not grow with
-the corpus).
+directories of two corpus sizes (the memory bound: a task's memory must not grow with the corpus).
 
 For a finished run directory of ``bench/scale_pipeline.py`` (e.g. ``scale-16f-2w``, a quarter, and
 ``scale-64f-2w``, the full corpus), each task below runs alone in a new Python process that has
@@ -22,6 +21,7 @@ Prints a table and writes ``bench/out/task_memory.json``.
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -100,7 +100,9 @@ def prepare_job(run: Path) -> Path:
 
 
 def main() -> None:
-    runs = [Path(a).resolve() for a in sys.argv[1:]]
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("runs", nargs="+", type=Path, help="finished run directories of bench/scale_pipeline.py")
+    runs = [run.resolve() for run in ap.parse_args().runs]
     out: dict[str, dict[str, int]] = {}
     for run in runs:
         job = prepare_job(run)
