@@ -1,15 +1,14 @@
 """The dashboard's store: one session's selection over a run, and everything derived from it.
 
-``Selection`` (a ``param.Parameterized``) holds what the user chose — the knobs moved away from the
-run's config, the one before the last change, the unit and split the numbers are read in, the
-user's name — and derives the config, the funnel, the change's cost, the diff against the run's
-config and the link that restores it. Every tab reads this one object, so they all follow the same
-selection: the Planner plans from its funnel, the Dedup tab opens at its near-dup threshold, the
-document viewer pages through its drops. The tab models below (``Viewer``, ``Clusters``,
-``Planner``) hold only what a tab adds to it (a page, an open cluster, a token target).
+``Selection`` (a ``param.Parameterized``) holds what the user chose: the knobs moved away from the
+run's config, the selection before the last change, the unit and split the numbers are read in, the
+user's name. It derives the config, the funnel, the change's cost, the diff against the run's config
+and the link that restores it. Every tab reads this one object, so all tabs follow the same selection.
+The tab models (``Viewer``, ``Clusters``, ``Planner``) hold only what a tab adds to it (a page, an open
+cluster, a token target).
 
-No widgets and no SQL here: every number comes from ``lab`` calls, so this is tested as plain
-objects (set values, read derived tables), and notebooks can drive the same objects.
+No widgets and no SQL here: every number comes from ``lab`` calls, so the store is tested as plain
+objects, and notebooks can drive the same objects.
 """
 
 from __future__ import annotations

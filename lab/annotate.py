@@ -1,28 +1,14 @@
 """annotate: one partition in, its docs/, signals/, rejects/ and stats/ files out. No Dask here.
 
-For each document read from the partition: HTML is extracted, every stage computes its signals,
-and the PII stage scrubs the stored text. In ``explore`` mode every signal of every document is
-computed, so any threshold can move later. In ``batch`` mode the stages run in funnel order and
-the first failing per-document rule short-circuits the later stages: their signals stay empty,
-the drop reason is stored in ``drop_reason`` and the document's text is not stored (so it is
-neither PII-scrubbed nor tokenized: only the survivors are). Group rules (exact and near dedup) are decided
-later, over all partitions, by ``lab.query``; both modes give the same kept set for the same config.
-
-A stage with a per-partition output (``Collector``: near_dedup's MinHash signatures and LSH band
-records, the map side of its shuffle) gets each document's text through its collector instead of
-``signals``, and writes its files once the partition's signals table is built.
-
-The partition is annotated in chunks of documents (``CHUNK_DOCS``, at most ``CHUNK_CHARS`` characters),
-stage by stage: each stage still sees the documents in order, and in batch mode only those no earlier
-stage dropped, with the same signals as one document at a time. A stage's model and tables stay in
-the CPU's caches for a whole chunk (the language stage: 3.9 MB per CPU-s one document at a time, 7.0 in
-chunks, bench/RESULTS.md §29), and what stages share is kept for the
-chunk (``lab.text.words.Recent``). A collector with a ``chunk_size`` above that (quality_model with a
-HuggingFace model: batched forward passes) gets the documents reaching it that many at a time through
-``signals_batch``.
-
-The partition's files are written atomically; ``stats/part-KEY.json`` (metrics and statistics
-partials) is written last and marks the partition complete.
+For each document: HTML is extracted, every stage computes its signals, and the PII stage scrubs the
+stored text. ``explore`` mode computes every signal of every document, so any threshold can move later.
+``batch`` mode runs the stages in funnel order and stops at the first failing per-document rule: later
+signals stay empty, ``drop_reason`` says why, and the text is not stored. Group rules (exact and near
+dedup) are decided later, over all partitions, by ``lab.query``; both modes keep the same documents.
+Documents go through in chunks (``CHUNK_DOCS``, at most ``CHUNK_CHARS`` characters), stage by stage, so a
+stage's model and tables stay in the CPU's caches. A stage's ``Collector`` gets the texts instead of
+``signals`` and writes its own files (with a larger ``chunk_size``, through ``signals_batch``). Files are
+written atomically; ``stats/part-KEY.json``, written last, marks the partition complete.
 """
 
 from __future__ import annotations

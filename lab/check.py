@@ -1,16 +1,13 @@
 """check: which outputs of a run no longer match what they were made from.
 
-Every step of a run records what it read (``lab.steps``): each annotated partition its input files'
-SHA-256 and the signals hash, near dedup and the boilerplate merge the partitions' done records, the
-tokenizer its config and those records, each partition's token counts the tokenizer, the text rewrite
-and the partition's done record, ``tokens/`` and ``stats/packing.json`` the config, the tokenizer, every
-partition's counts and the selection's inputs, the fertility table its candidates and the kept documents.
-``check`` computes each of those again from the inputs and the run directory as they are now and names
-every output whose record differs. Inputs are compared by content, never by modification time: an
-edit that keeps a file's size and restores its time is found.
+Every step of a run records what it read (``lab.steps``): input files' SHA-256, the signals hash,
+earlier steps' done records, the tokenizer, the config. ``check`` computes each record again from the
+inputs and the run directory as they are now, and names every output whose record differs. Inputs are
+compared by content, never by modification time: an edit that keeps a file's size and restores its
+time is found.
 
-A step that is stale makes every later step stale too (they read it); the findings name the first
-step that moved, and a rerun of the run's config brings everything up to date.
+A stale step makes every later step stale (they read it); the findings name the first step that
+moved, and a rerun of the run's config brings everything up to date.
 """
 
 from __future__ import annotations

@@ -3,19 +3,12 @@
     corpus-lab run [--config FILE] [--scheduler ADDRESS] [--workers N] [--in-process] [--dry-run] ...
     corpus-lab funnel RUN_DIR [--config FILE] [--by lang|source]
     corpus-lab check RUN_DIR
-    corpus-lab labels RUN_DIR [--config FILE] [--export PATH] [--compact]
-    corpus-lab train-quality RUN_DIR [--positives INPUT] [--negatives INPUT|sample] [--out PATH] ...
-    corpus-lab reference
-    corpus-lab sample [--force]
 
-``run`` with no ``--config`` builds the embedded sample (once, under ``data/sample/``) and runs
-it into ``runs/sample/``, then prints the funnel.
-
-An error is one line on stderr, ``corpus-lab: error: ...``, saying what to do, and the exit status
-says which kind (``EXIT_CODES``): 2 bad input (``ConfigError``), 3 run state (``RunStateError``:
-run the missing step first, or wait for the process writing the run), 4 integrity
-(``IntegrityError``: a file differs from what the run recorded), 5 disk full; 1 means the command
-ran and its result is a failure, 130 an interruption.
+``run`` with no ``--config`` builds the embedded sample (once, under ``data/sample/``), runs it into
+``runs/sample/`` and prints the funnel; ``corpus-lab --help`` lists every command (docs/cli.md).
+An error is one line on stderr, ``corpus-lab: error: ...``, saying what to do, and the exit status says
+which kind (``EXIT_CODES``, ``lab.errors``): 2 bad input, 3 run state, 4 integrity, 5 disk full; 1 means
+the command ran and its result is a failure, 130 an interruption.
 """
 
 from __future__ import annotations

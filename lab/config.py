@@ -1,15 +1,14 @@
 """The run configuration: typed, validated, loaded from and saved to YAML.
 
-The config is composed of one frozen dataclass per stage (each living in its stage module)
-plus the inputs, ingest limits, percentile rules and engine settings. ``load`` validates the
-whole thing before any work starts: unknown keys, wrong types and out-of-range values raise a
-``ConfigError`` that names the key path, the value, what is allowed and the fix. ``dump`` writes
-the resolved config, which ``load`` reads back to an equal object (the exported config *is*
-this file).
+The config is one frozen dataclass per stage (each in its stage module) plus the inputs, ingest limits,
+percentile rules and engine settings. ``load`` validates all of it before any work starts: unknown keys,
+wrong types and out-of-range values raise a ``ConfigError`` that names the key path, the value, what is
+allowed and the fix. ``dumps`` and ``save`` write the resolved config, which ``load`` reads back to an
+equal object (the exported config *is* this file).
 
-A stage section may also hold ``by_lang: {lang: {threshold: value}}``: per-language values of its
-numeric thresholds, kept in ``StagesConfig.by_lang`` (``overrides(stage)`` reads them) and written back
-inside the section; ``lab.select.rules.with_by_lang`` turns them into the rules' ``by_lang``.
+A stage section may also hold ``by_lang: {lang: {threshold: value}}``: per-language values of its numeric
+thresholds, kept in ``StagesConfig.by_lang`` (``overrides(stage)`` reads them) and written back inside the
+section; ``lab.select.rules.with_by_lang`` turns them into the rules' ``by_lang``.
 """
 
 from __future__ import annotations
@@ -217,7 +216,7 @@ PACKINGS = ("pad", "concat", "best_fit")
 
 @dataclass(frozen=True)
 class PackConfig:
-    """How kept documents become training sequences (materialize, DESIGN §8)."""
+    """How kept documents become training sequences (materialize)."""
 
     strategy: Literal["pad", "concat", "best_fit"] = "best_fit"  # pad: one document per sequence; concat: split across; best_fit: whole documents packed
     seq_len: int = 2048  # tokens per training sequence

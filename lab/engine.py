@@ -1,34 +1,14 @@
 """engine: runs a run's tasks on Dask (or in the calling process). The only module of corpus-lab that imports Dask.
 
-A run plans its partitions, starts (or attaches to) a cluster, and runs the steps of ``lab.steps``
-whose inputs changed: one annotate task per incomplete partition, the near-dedup shuffle (one reduce
-task per bucket over every partition's LSH band records, then a tree of spanning-forest merges and
-the clusters on the Jaccard grid, ``lab.dedup``), the boilerplate-line merge over the same buckets
-and its signal (``lab.linecount``), the tokenizer fit and one tokenize task per
-partition, and materialize (one task per tokenized partition, then one per shard). Every step's
-tasks go through ``map_tasks``: submit, a progress bar, retries, results in task order. Then
-``lab.manifest`` merges the partitions' metrics and statistics partials once into
-``stats/merged.json`` and ``manifest.json``.
-
-- Executors: a ``DaskExecutor`` over a ``distributed.Client``, or ``InProcessExecutor`` (``run(cfg,
-  client="inprocess")``): the same tasks one after another in the calling process, no cluster (what
-  tests and notebooks that only need a finished run use). The outputs are byte for byte the same.
-- Cluster: a ``LocalCluster`` of worker processes with one thread each, one per core, unless
-  ``engine.scheduler`` names an existing scheduler (``tcp://host:8786``); then the run directory
-  must be on a filesystem every worker sees. A small input (``engine.inprocess_bytes``, 16 MiB) with
-  neither a scheduler nor ``engine.n_workers`` given runs in this process instead (``in_process``):
-  a LocalCluster's start-up would cost more than its tasks.
-- Resume: a partition whose ``stats/part-KEY.json`` exists (written last, atomically) and whose
-  signals hash matches the config is skipped, so a killed run resumes where it stopped and a
-  rerun is idempotent. Outputs do not depend on the number of workers or on the resume point.
-- Faults: a worker that dies has its tasks run again elsewhere (every task writes its files
-  atomically, so nothing changes). An annotate task that raises is retried ``engine.retries``
-  times; then the partition is quarantined (a ``rejects/`` record with the error, counted in the
-  funnel's ingest stage) and the rest of the run completes; the next run tries it again. A full
-  disk is not a partition's fault: it stops the run with ``DiskFullError``, and a rerun resumes.
-- Reruns recompute only what changed (annotate per partition; near dedup, the tokenizer fit,
-  token counts and materialize each when their inputs changed); ``last_run.steps`` in the
-  manifest records what each step computed or reused.
+A run plans its partitions, starts (or attaches to) a cluster and runs the steps of ``lab.steps`` whose
+inputs changed: annotate, near dedup, boilerplate lines, the tokenizer fit, tokenize and materialize.
+Every step's tasks go through ``map_tasks`` (submit, a progress bar, retries, results in task order);
+then ``lab.manifest`` writes ``stats/merged.json`` and ``manifest.json``. Executors: ``DaskExecutor`` over
+a ``distributed.Client``, or ``InProcessExecutor`` (``client="inprocess"``), with the same outputs byte
+for byte. A small input (``engine.inprocess_bytes``) runs in this process unless ``engine.scheduler`` or
+``engine.n_workers`` is given. A complete partition is skipped, so a killed run resumes; an annotate
+task that keeps failing (``engine.retries``) quarantines its partition; a full disk stops the run with
+``DiskFullError``. Outputs do not depend on the number of workers or on the resume point.
 """
 
 from __future__ import annotations

@@ -1,24 +1,14 @@
 """The one error hierarchy of corpus-lab, one class per thing the user does next.
 
-- ``ConfigError``: the user's input is wrong (a config key or value, a flag, an argument, a path that
-  does not exist, a malformed list): fix the input. The message names the key, the value, what is
-  allowed and the fix. The command line exits 2.
-- ``RunStateError``: the run directory is not in a state for what was asked: another process is
-  writing it (wait, or use another ``--output-dir``), or a batch run asked for other thresholds. Its
-  subclass ``NotReadyError`` says a step this needs has not run on the run yet ("run X first": no
-  signals, no token counts or shards, no fertility table, no labels to train on). The command line
-  exits 3.
-- ``IntegrityError``: a file is not what the run (or its format) says it is: a tokenizer whose sha256
-  differs from the one recorded, a token shard or index that is truncated or of another format, a
-  JSON file that does not parse, a model file cut short. The message names the file, what was
-  expected and what was found, and the fix (rerun the step that writes it, or restore the file). The
-  command line exits 4.
-- ``DiskFullError``: the run's filesystem is full: free space and rerun (it resumes). The command
-  line exits 5.
+- ``ConfigError``: the user's input is wrong (a config key or value, a flag, a path): fix it. Exits 2.
+- ``RunStateError``: the run directory is not in a state for what was asked (another process writes
+  it; a batch run asked for other thresholds); ``NotReadyError`` names the step to run first. Exits 3.
+- ``IntegrityError``: a file is not what the run or its format says (a tokenizer's sha256, a truncated
+  shard, a JSON file that does not parse); the message names the file and the fix. Exits 4.
+- ``DiskFullError``: the run's filesystem is full: free space and rerun (it resumes). Exits 5.
 
-Programming errors (an internal invariant broken) stay ``ValueError``/``TypeError``/``AssertionError``:
-nothing a user types reaches them. A partition that fails while it is read is not an error of this
-kind: the engine records it in ``rejects/`` and goes on (``engine``: quarantine).
+Programming errors stay ``ValueError``/``TypeError``/``AssertionError``. A partition that fails while it
+is read is no error of this kind: the engine quarantines it in ``rejects/`` and goes on.
 """
 
 import errno

@@ -1,17 +1,13 @@
 """fields: a stage config field declared together with what a person needs to move it.
 
-``knob(default, unit=..., help=...)`` is ``dataclasses.field(default=default)`` carrying metadata:
-``unit`` (what the number counts: "words", "fraction of lines", "Jaccard"), ``help`` (one plain
-sentence: what a document must satisfy to be kept) and, when it is not the stage module's
-``SOURCE``, ``source`` (where the default comes from: the paper or filter it is published in).
-``lab.select.knobs`` reads it to label each control; the default itself is the published one.
-
-A field declared with ``knob`` is a threshold the lab can move without recomputing anything; any other
-field of a stage config (a plain default with a comment, such as MinHash's ``ngram``) decides how
-signals are computed and is not a knob. ``choices`` makes a knob a pick from a fixed list, and
-``kind="languages"`` a list of language codes. ``signal`` names the signal a threshold applies to
-when the default config makes no rule to find it from (``quality_model.min_score`` without a model). ``check`` is the one validation helper of every config
-class: its ``ConfigError`` names the key, the value and what is allowed.
+``knob(default, unit=..., help=...)`` is ``dataclasses.field(default=default)`` carrying metadata: the
+``unit``, a one-sentence ``help`` (what a kept document satisfies) and, when it is not the stage
+module's ``SOURCE``, the ``source`` of the published default. ``lab.select.knobs`` reads it to label each
+control. A knob is a threshold the lab can move without recomputing anything; any other field of a
+stage config (such as MinHash's ``ngram``) decides how signals are computed. ``choices`` makes a knob a
+pick from a fixed list, ``kind="languages"`` a list of language codes, and ``signal`` names the signal a
+threshold applies to when the default config makes no rule to find it from. ``check`` is the one
+validation helper of every config class: its ``ConfigError`` names the key, the value and what is allowed.
 """
 
 from __future__ import annotations

@@ -1,22 +1,14 @@
 """linecount: the boilerplate-line count table merged over all partitions, and the signal it gives. No Dask here.
 
-The stage (config, normalization, per-partition map output) is ``lab.stages.boilerplate``. After every
-partition is annotated, the engine runs two rounds of tasks:
+The stage (config, normalization, per-partition counts) is ``lab.stages.boilerplate``. After annotate:
 
-1. **reduce** (one task per shuffle bucket, the near-dedup shuffle's buckets and layout:
-   ``lab.dedup.shuffle.bucket_of``): ``reduce_bucket`` reads its row group of every partition's
-   count table (``boilerplate/counts/``), sums ``docs`` per (site, line_hash) and writes the merged
-   table of that bucket (``boilerplate/merged/``, sorted). A (site, line) pair lives in exactly one
-   bucket, so the sum is the corpus's count of distinct documents; the merged table equals one pass
-   over all documents, whatever the partitioning.
-2. **signal** (one task per partition): ``signal_partition`` reads the lines seen in >= ``min_docs``
-   documents of their site (``boilerplate_lines``: the merged tables filtered on read) and the
-   partition's line records (``boilerplate/lines/``), and writes ``bp_line_frac`` per document
-   (``boilerplate/signal/``), which ``lab.query.open_run`` joins onto the signals table.
+1. **reduce** (one task per bucket of the near-dedup shuffle, ``lab.dedup.shuffle.bucket_of``):
+   ``reduce_bucket`` sums ``docs`` per (site, line_hash) over every partition's ``boilerplate/counts/``
+   into ``boilerplate/merged/``. A (site, line) pair lives in one bucket, so the sum equals one pass.
+2. **signal** (one task per partition): ``signal_partition`` writes ``bp_line_frac`` per document
+   (``boilerplate/signal/``) from the lines seen in >= ``min_docs`` documents of their site.
 
-``strip_texts`` applies the stage's ``remove_lines`` to a partition's texts (before tokenizing).
-``count_texts`` and ``strip_counted`` run the same count, filter and removal on texts held in memory
-(a benchmark's pages), without a run directory.
+``strip_texts`` removes those lines before tokenizing; ``count_texts`` and ``strip_counted`` work in memory.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""manifest: what a run records about itself once its tasks are over (DESIGN §4 ``manifest.json``).
+"""manifest: what a run records about itself once its tasks are over (``manifest.json``).
 
 - ``merge_stats``: every partition's statistics partials merged once, in partition order, into
   ``stats/merged.json`` (a mergeable aggregation: the merge equals one pass over every document).

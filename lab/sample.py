@@ -1,18 +1,14 @@
 """The embedded sample corpus: built at first use under ``data/sample/``, never committed.
 
-Two parts:
-
-- **real** (``real/packages.jsonl.zst``): text that every machine with corpus-lab installed has
-  offline — package descriptions (METADATA), LICENSE/COPYING/NOTICE files, README files and
-  module docstrings of the installed Python distributions. Real prose, real code, real
-  near-duplicate licenses. It varies with what is installed, so ``manifest.json`` records every
-  file it came from with its hash; tests assert only properties on it.
-- **synthetic** (``synthetic/``): seeded, machine-independent documents with ground-truth labels
-  in ``labels.jsonl`` (beside ``synthetic/``, not read as input) — clean English, exact and near duplicates, short documents, repetitive
-  spam, curly-brace code, navigation boilerplate, German/French/Spanish text, PII, empty
-  documents, HTML pages in a WARC file, and broken input (invalid JSON, a missing text field,
-  malformed UTF-8, a truncated gzip file). Each label names the stage expected to drop the
-  document, so tests can assert exact funnel numbers.
+- **real** (``real/packages.jsonl.zst``): text every machine with corpus-lab installed has offline:
+  package descriptions, LICENSE/COPYING/NOTICE files, READMEs and module docstrings of the installed
+  Python distributions. It varies with what is installed, so ``manifest.json`` records every file it
+  came from with its hash, and tests assert only properties on it.
+- **synthetic** (``synthetic/``): seeded, machine-independent documents of every kind a stage drops
+  (duplicates, short, repetitive, code, boilerplate, other languages, PII, empty, HTML in a WARC file,
+  broken input), with ground-truth labels in ``labels.jsonl`` (beside ``synthetic/``, not read as
+  input). Each label names the stage expected to drop the document, so tests can assert exact funnel
+  numbers.
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
 """Mergeable global statistics: per-partition partials, merged once, equal to one pass over all rows.
 
-For each numeric signal a partition emits ``Summary``: count, sum, sum of squares, min, max, a
-count of missing values, and a ``QuantileSketch``. Merging is addition (and min/max), so the
-merged summary does not depend on how the corpus was partitioned or on merge order.
-
-The quantile sketch is a log-bucketed histogram (the DDSketch idea, Masson et al. 2019): value
-``x > 0`` falls in bucket ``ceil(log_gamma(x))`` with ``gamma = (1 + a) / (1 - a)``; negative
-values mirror it; values with ``|x| < MIN_ABS`` count as zero. Any quantile estimate ``q_hat`` of
-the exact order statistic ``x_q`` satisfies ``|q_hat - x_q| <= a * |x_q|`` (relative accuracy
-``a``, default 1%). Buckets are integers, so merged sketches are exact sums: deterministic and
-independent of partitioning.
+For each numeric signal a partition emits ``Summary``: count, sum, sum of squares, min, max, a count of
+missing values, and a ``QuantileSketch``. Merging is addition (and min/max), so the merged summary does
+not depend on partitioning or merge order. The sketch is a log-bucketed histogram (the DDSketch idea,
+Masson et al. 2019): ``x > 0`` falls in bucket ``ceil(log_gamma(x))`` with ``gamma = (1 + a) / (1 - a)``;
+negative values mirror it; ``|x| < MIN_ABS`` counts as zero. A quantile estimate is within ``a * |x_q|``
+of the exact order statistic ``x_q`` (relative accuracy ``a``, default 1%). Buckets are integers, so
+merged sketches are exact sums.
 """
 
 from __future__ import annotations

@@ -1,28 +1,14 @@
 """steps: the steps of a run as plain functions over the run directory: no Dask, no tasks in flight.
 
 A run (``lab.engine.run``) is five steps, each recomputed only when what it depends on changed:
-
-1. **annotate**: one task per partition, ``lab.annotate.annotate_partition``. Complete when the
-   partition's ``stats/part-KEY.json`` records this signals hash, shuffle shape and input fingerprint
-   (``partition_complete``); a partition that keeps failing is quarantined (``quarantine``).
-2. **near dedup**: one reduce task per shuffle bucket (``lab.dedup.reduce_bucket``), a tree of
-   ``merge_forests``, then ``write_clusters``. Depends on the partitions' done records and the
-   shuffle's shape (``dedup_state``). Then **boilerplate lines**: one reduce task per bucket of the
-   same shuffle (``lab.linecount.reduce_bucket``) and one signal task per partition
-   (``signal_partition``); depends on the same, and on ``min_docs`` (``boilerplate_state``).
-3. **tokenizer fit**: once, in the driver, on the stratified sample of the kept documents
-   (``fit_tokenizer``); frozen while its state (``tokenizer_state``) holds.
-4. **tokenize**: one task per partition not yet counted by the run's tokenizer and text rewrite
-   (``lab.tokens.tokenize.tokenize_partition``; ``tokenize_start``; ``strip_state``: boilerplate-line removal).
-5. **materialize**: ``lab.tokens.materialize`` (scatter tasks, then shard tasks); current while
-   ``tokens/`` was written under this config and tokenizer (``tokens_current``).
-
-Before them, ``prepare`` plans the partitions, sets up the run directory and lets every stage with a
-``prepare`` build what it needs once per run (decontamination's n-gram index), in the driver.
-
-This module says what each step's state is, whether it is complete, and does the driver's work
-before and after its tasks; ``lab.engine`` maps the tasks on an executor (Dask workers or the calling
-process) and the outputs do not depend on which. ``lab.manifest`` writes what the run did.
+**annotate** (one task per partition, complete when ``stats/part-KEY.json`` records this signals hash,
+shuffle shape and input fingerprint: ``partition_complete``); **near dedup**, then **boilerplate lines**
+(tasks per bucket of one shuffle: ``dedup_state``, ``boilerplate_state``); the **tokenizer fit** (once, in
+the driver: ``fit_tokenizer``, ``tokenizer_state``); **tokenize** (one task per partition:
+``tokenize_start``, ``strip_state``); **materialize** (``tokens_current``). Before them ``prepare`` plans
+the partitions, sets up the run directory and runs every stage's ``prepare`` once. This module says what
+each step's state is and does the driver's work around its tasks; ``lab.engine`` maps the tasks on an
+executor; ``lab.manifest`` writes what the run did.
 """
 
 from __future__ import annotations

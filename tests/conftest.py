@@ -154,7 +154,7 @@ def mount_namespace():
 # Each test file is one unit of work, so its module fixtures (a dashboard server, a cluster run) are
 # built once; the longest files are handed out first, so that the processes finish together.
 LONGEST_FIRST = ("test_cluster.py", "test_browser.py", "test_cli.py", "test_query_browse.py", "test_engine.py",
-                 "test_notebooks.py", "test_near_dedup.py", "test_tokens.py", "test_labels.py")  # measured wall times
+                 "test_notebooks.py", "test_docs.py", "test_near_dedup.py", "test_tokens.py", "test_labels.py")  # measured wall times
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,16 +1,13 @@
 """The knobs: one card per stage, each knob a control with its help, and each number its distribution.
 
-A numeric knob is a slider stepping in round increments (``Knob.step``) beside an exact number box:
-what the slider shows, what the selection applies and what Export writes are the same value (the
-slider's value is snapped to its step, the box's is taken as typed). Beside it, the histogram of its
-signal over the documents that reach its stage, passed and dropped stacked, the cutoff drawn and
-following the control as it moves (in the browser, before the release), and the cost of the last
-change of that knob. Only the histograms of open cards are computed: one query each per change.
-A disabled stage's card is greyed out; each card resets its stage. The url card also says what the
-run's lists block, per category (``lab.query.urls``: rules of the lists, not knobs); the
-decontamination and quality_model cards say so when the run has no evaluation set or no model (their
-knob then has nothing to cut); the near_dedup card gives the expected pair recall at the selection's
-threshold with the run's bands x rows, and what to do below 0.7 (``recall_note``).
+A numeric knob is a slider stepping in round increments (``Knob.step``) beside an exact number box; the
+slider, the selection and Export hold the same value. Beside it: the histogram of its signal over the
+documents that reach its stage (passed and dropped stacked, the cutoff following the control as it
+moves) and the cost of the knob's last change. Only open cards compute histograms: one query each per
+change. A disabled stage's card is greyed out; each card resets its stage. Some cards add a note: what
+the run's URL lists block (``lab.query.urls``), that decontamination or quality_model has nothing to cut
+without an evaluation set or a model, and near_dedup's expected pair recall at the threshold with what
+to do below 0.7 (``recall_note``).
 """
 
 from __future__ import annotations

@@ -56,7 +56,7 @@ def priced_markdown(a: dict) -> str:
             f"| funnel | kept bytes of raw | raw bytes for the target |\n|---|---:|---:|\n"
             f"| this selection (measured on the run) | {fmt.share(a['selection']['retention_product'])} | "
             f"{a['selection']['raw_bytes'] / 1e12:,.1f} TB |\n"
-            f"| {pre['name']} (published, DESIGN §7) | {fmt.share(pre['plan']['retention_product'])} | "
+            f"| {pre['name']} (published) | {fmt.share(pre['plan']['retention_product'])} | "
             f"{pre['plan']['raw_bytes'] / 1e12:,.1f} TB |")
 
 

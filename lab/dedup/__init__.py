@@ -1,20 +1,15 @@
 """dedup: exact and near duplicates across partitions. In: each partition's content hashes and MinHash
 band records (written by annotate); out: ``dedup/exact/``, ``dedup/edges/`` and the clusters. No Dask here.
 
-- ``signature``: (the module; ``signature.signature``) one document's MinHash signature of its word shingles (the near_dedup stage's signal side);
-- ``shuffle``: the LSH shuffle: map (``band_groups``, in each partition's annotate task) and reduce
-  (``reduce_bucket``, one task per bucket: candidate pairs and their Jaccard, ``dedup/edges/``);
-- ``forest``: the reduce tasks' spanning forests merged into one, and the clusters at every
-  threshold of ``GRID`` (``dedup/clusters.parquet``);
-- ``keep``: the selection-aware rule: one member kept per group of surviving near-duplicates;
+- ``signature``: one document's MinHash signature of its word shingles (the near_dedup stage's signals);
+- ``shuffle``: the LSH shuffle: map (``band_groups``) and reduce (``reduce_bucket``: candidate pairs);
+- ``graph``: connected components and spanning forests of the candidate pairs;
+- ``forest``: the reduce tasks' forests merged, and the clusters at every threshold of ``GRID``;
+- ``keep``: one member kept per group of surviving near-duplicates;
 - ``compare``: what a person judges a pair by: a word diff, the exact Jaccard;
-- ``recall``: the LSH S-curve, the expected pair recall at a threshold, the bands x rows for a lowest
-  threshold.
+- ``recall``: the LSH S-curve: the pair recall at a threshold, the bands x rows for a lowest threshold.
 
-- ``graph``: connected components and spanning forests of the candidate pairs.
-
-The stages themselves (config, signal, rule, per-partition output) are ``lab.stages.exact_dedup`` and
-``lab.stages.near_dedup``; the engine runs the shuffle, ``lab.query`` applies the rules.
+The stages are ``lab.stages.exact_dedup`` and ``lab.stages.near_dedup``; ``lab.query`` applies the rules.
 """
 
 from lab.dedup.compare import diff, text_jaccard

@@ -1,15 +1,13 @@
-"""neardup.graph: connected components and the maximum spanning forest of an edge list, in numpy.
+"""graph: connected components and the maximum spanning forest of an edge list, in numpy.
 
-Both run as a few whole-array rounds (no Python loop over edges), so near dedup needs no graph
-library: scipy's ``csgraph`` gave the same components, but importing it costs every run that
-dedups 0.15-0.3 CPU-s, more than these functions take on a 30,000-document corpus.
+Both run as a few whole-array rounds (no Python loop over edges), so near dedup needs no graph library.
 
 - ``components``: min-label propagation. Each round hooks the root of the larger label under the
-  smaller across every edge whose ends still differ, then jumps pointers until every node points at
-  its root. A component's label is its smallest node, whatever order the edges come in.
-- ``spanning_forest``: Boruvka. Each round every component takes its best outgoing edge (by a
-  strict order: ``rank``, lower is better), and the components they join merge. With a strict
-  order the forest is unique: the one Kruskal finds over the edges sorted by rank.
+  smaller across every edge whose ends still differ, then jumps pointers until every node points at its
+  root. A component's label is its smallest node, whatever order the edges come in.
+- ``spanning_forest``: Boruvka. Each round every component takes its best outgoing edge (by a strict
+  order: ``rank``, lower is better), and the components they join merge. With a strict order the forest
+  is unique: the one Kruskal finds over the edges sorted by rank.
 """
 
 from __future__ import annotations

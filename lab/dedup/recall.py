@@ -1,20 +1,12 @@
-"""neardup.recall: which pairs LSH compares at all, and the bands x rows that compare enough of them.
+"""recall: which pairs LSH compares at all, and the bands x rows that compare enough of them.
 
-Two documents become a candidate pair when at least one of ``bands`` bands of ``rows`` MinHash values
-is equal in both. For a pair of Jaccard similarity s, one band is equal with probability s^rows, so
-the pair is a candidate with probability 1 - (1 - s^rows)^bands: the LSH S-curve (Leskovec, Rajaraman
-and Ullman, *Mining of Massive Datasets*, ch. 3.4). A pair that never becomes a candidate has no edge,
-whatever its Jaccard: LSH decides the recall of near dedup, the threshold only its precision.
-
-*Recall at a threshold* ``t`` is the S-curve at ``t``: the share of the pairs of Jaccard exactly ``t``
-that become candidates. The curve rises with s, so pairs above ``t`` are found at least as often: it is
-a lower bound on the pair recall over all pairs at or above ``t``, whatever their distribution (and a
-pair missed directly may still join its cluster through a third document: a lower bound on cluster
-recall too).
-
-``bands_rows`` picks the layout for a lowest threshold one intends to use: within a permutation budget,
-the most rows per band (the steepest curve, the fewest false candidates below the threshold) whose
-bands still reach ``TARGET_RECALL`` there, and of those the fewest bands.
+Two documents become a candidate pair when at least one of ``bands`` bands of ``rows`` MinHash values is
+equal in both: a pair of Jaccard s does so with probability 1 - (1 - s^rows)^bands (the LSH S-curve). A
+pair that never becomes a candidate gets no edge: LSH decides the recall of near dedup, the threshold
+only its precision. *Recall at a threshold* ``t`` is the S-curve at ``t``, a lower bound on the pair
+recall over all pairs at or above ``t``. ``bands_rows`` picks the layout for the lowest threshold one
+means to use: within a permutation budget, the most rows per band whose bands still reach
+``TARGET_RECALL`` there, and of those the fewest bands.
 """
 
 from __future__ import annotations

@@ -1,18 +1,14 @@
-"""neardup.shuffle: candidate pairs by an LSH shuffle over all partitions. No Dask here.
+"""shuffle: candidate pairs by an LSH shuffle over all partitions. No Dask here.
 
 1. **map** (inside each partition's annotate task): ``band_groups`` turns the partition's MinHash
-   signatures into one record per (node, band): ``band, band_hash, node, doc_id, row``, split
-   into ``n_buckets`` shuffle buckets by a hash of ``(band, band_hash)``. A *node* is a normalized
-   content hash: exact copies have equal signatures and share one node. Every document also
-   sends one ``EXACT`` record keyed by its content hash: the same shuffle finds the exact-duplicate
-   groups across partitions (``dedup/exact/``).
-2. **reduce** (one task per bucket): ``reduce_bucket`` reads its bucket from every partition, groups
-   by ``(band, band_hash)`` and links the nodes of each group (every pair; a star around the lowest
-   ``doc_id`` when a group has more than ``max_group_pairs`` members). A pair is kept only by its
-   *first* equal band, so each pair is found exactly once over all buckets. Its Jaccard is the
-   fraction of equal signature values (read in place from the partitions' ``.npy`` files), or with
-   ``exact_jaccard`` the Jaccard of the two shingle-hash sets. Edges go to ``dedup/edges/``; the task
-   returns their maximum spanning forest (``lab.dedup.forest``).
+   signatures into one record per (node, band), split into ``n_buckets`` shuffle buckets by a hash of
+   ``(band, band_hash)``. A *node* is a normalized content hash (exact copies share one); every document
+   also sends one ``EXACT`` record, so the same shuffle finds the exact duplicates (``dedup/exact/``).
+2. **reduce** (one task per bucket): ``reduce_bucket`` groups its bucket of every partition by
+   ``(band, band_hash)`` and links the nodes of each group (a star around the lowest ``doc_id`` past
+   ``max_group_pairs`` members). A pair is kept only by its first equal band, so it is found once. Its
+   Jaccard is the share of equal signature values, or with ``exact_jaccard`` that of the shingle sets.
+   Edges go to ``dedup/edges/``; the task returns their maximum spanning forest (``lab.dedup.forest``).
 """
 
 from __future__ import annotations

@@ -1,23 +1,14 @@
-"""neardup.signature: one document's MinHash signature, computed without per-shingle Python.
+"""signature: one document's MinHash signature, computed without per-shingle Python.
 
-- ``normalize``: NFKD with combining marks removed (accents stripped), lowercased, digits -> ``0``,
-  punctuation -> space, whitespace collapsed.
-- Words (``shingle_text``): for English and every language written with spaces, the words of the
-  normalized text (split at spaces). For a document in Chinese, Japanese, Thai, Lao, Khmer or Burmese
-  (its lid.176 label), whose text has no spaces between words, the words are the document's word
-  split (``lab.text.segment.document_words``: ICU's words, the split gopher_quality uses), each then
-  normalized; split at spaces, such a text gave a clause or a line per "word", so a 5-gram was five
-  lines and two near-duplicate pages differing in one character per line shared no shingle.
-- Shingles: every run of ``ngram`` consecutive words of the normalized text (a document with
-  fewer words is one shingle; an empty one has none and never joins a cluster).
-- Each shingle's 32-bit hash is the top half of a 64-bit polynomial hash of its UTF-8 bytes,
-  computed for all shingles of a document at once from prefix sums (numpy).
-- The signature applies datasketch's ``affine32`` permutations (MurmurHash3 finalizer, then
-  ``a*h + b`` mod 2^32 with datasketch's seeded ``a, b``) to those hashes and keeps the minimum per
-  permutation. It equals ``datasketch.MinHash(num_perm, seed, hashfunc=shingle_hash).update_batch``
-  on the same shingles value for value (a test holds them equal), so ``LeanMinHash`` reads it.
-- ``bands`` x ``rows`` = ``num_perm``: band ``j`` hashes values ``j*rows .. (j+1)*rows-1``; two
-  documents become a candidate pair when any band is equal (LSH; how often: ``lab.dedup.recall``).
+- ``normalize``: NFKD with accents stripped, lowercased, digits -> ``0``, punctuation -> space,
+  whitespace collapsed.
+- Words (``shingle_text``): the normalized text split at spaces; for Chinese, Japanese, Thai, Lao, Khmer
+  and Burmese, the document's word split (``lab.text.segment.document_words``), each word normalized.
+- Shingles: every run of ``ngram`` consecutive words (fewer words: one shingle; none: no shingle). Each
+  shingle's 32-bit hash comes from a 64-bit polynomial hash of its UTF-8 bytes, by numpy prefix sums.
+- The signature applies datasketch's ``affine32`` permutations and keeps the minimum per permutation:
+  equal to ``datasketch.MinHash`` on the same shingles, value for value (a test holds them equal).
+- ``bands`` x ``rows`` = ``num_perm``: band ``j`` hashes values ``j*rows .. (j+1)*rows-1``.
 """
 
 from __future__ import annotations

@@ -1,36 +1,14 @@
 """Bytes to text: which charset a record is in, where that came from, and the bytes it could not decode.
 
-A web page (a WARC response) is decoded the way browsers decode it (the WHATWG Encoding and HTML
-standards); the first of these that gives an answer wins, and names the ``encoding_source``:
-
-1. ``bom``: a byte-order mark (UTF-8, UTF-16LE, UTF-16BE). It outranks every declaration, as it
-   does in browsers: a page that starts with one is in that encoding whatever its header says.
-2. ``header``: the ``charset`` of the HTTP ``Content-Type`` header.
-3. ``meta``: for HTML, the first ``<meta charset=...>`` or ``<meta http-equiv="Content-Type"
-   content="...; charset=...">`` in the first ``META_PROBE`` bytes (case-insensitive, quoted or
-   not). Browsers' prescan reads the first 1,024 bytes, some on to the end of ``<head>``; a long
-   ``<head>`` (comments, inline scripts) pushes the tag past 1 KiB, hence 4 KiB.
-4. ``detected``: bytes that are valid UTF-8 are UTF-8 (real text in a legacy encoding is almost
-   never valid UTF-8, and this check costs far less than detection); other bytes go to
-   resiliparse's detector (uchardet, Mozilla's universal charset detector). Its accuracy and speed are measured in ``bench/RESULTS.md`` §17.
-5. ``default``: windows-1252, when the detector has no answer. The bytes are not UTF-8 (step 4
-   checked), and windows-1252 is what browsers fall back to in most locales.
-
-A declared label is read as the WHATWG Encoding Standard reads labels (resiliparse's
-``map_encoding_to_html5`` holds its table): ``iso-8859-1``, ``latin1`` and ``us-ascii`` are
-windows-1252, ``gb2312`` is GBK, ``x-sjis`` and ``ms_kanji`` are Shift_JIS, ``ks_c_5601-1987`` is
-EUC-KR. A few of those names stand for a larger character set in browsers' decoders, and the larger
-one is decoded (``SUPERSETS``): Shift_JIS as cp932 (Windows-31J), EUC-KR as cp949 (UHC), GBK as
-GB18030, Big5 as Big5-HKSCS, ISO-8859-11 as cp874 (windows-874). A label the standard does not know
-(a typo, ``utf-7``, ``x-user-defined``) is not trusted: the next step decides, so a page is never
-decoded as UTF-8 just because its declaration was unreadable. A ``<meta>`` that says UTF-16 means
-UTF-8 (a tag read as ASCII cannot be in UTF-16; the HTML standard says so too).
-
-``encoding`` is the Python codec that decoded the record (``utf-8``, ``cp1252``, ``cp932``, ...).
-Undecodable bytes are replaced by U+FFFD (one per run of bad bytes) and counted (``decode_errors``);
-the document is kept. JSON Lines and Parquet strings are UTF-8 by definition, plain-text files by
-convention: they are ``utf-8`` from ``default``, or from ``bom`` when a record starts with one (a
-JSONL line; a plain-text file, which may also be UTF-16 after its BOM).
+A web page (a WARC response) is decoded as browsers decode it (the WHATWG Encoding and HTML standards).
+The first source that answers wins and names the ``encoding_source``: ``bom`` (a byte-order mark outranks
+every declaration), ``header`` (the HTTP ``Content-Type`` charset), ``meta`` (a ``<meta>`` charset in the
+first ``META_PROBE`` bytes of HTML), ``detected`` (valid UTF-8 is UTF-8; other bytes go to resiliparse's
+detector) and ``default`` (windows-1252, browsers' fallback in most locales). Labels are read as the
+Encoding Standard reads them, a few decoded as the larger set browsers use (``SUPERSETS``); a label it
+does not know is not trusted. ``encoding`` is the Python codec used; undecodable bytes become U+FFFD and
+are counted (``decode_errors``). JSON Lines and Parquet strings are UTF-8, plain-text files UTF-8 unless
+a BOM says otherwise. Why each step is as it is: docs/design.md.
 """
 
 from __future__ import annotations

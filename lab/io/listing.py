@@ -1,17 +1,14 @@
 """List the files of a run's inputs: every file found is either read or named with why it is not.
 
-An input is a file, a directory (walked recursively) or a glob (``**`` included). Walking follows
-symbolic links to files and directories, as a user who links a folder into a corpus expects, and
-is safe against loops: a directory is entered once, however many links lead to it (a second
-way in, such as ``selfloop -> .``, is listed as skipped). A file is identified by its device and
-inode, so a file reached twice (a link, a hard link, two inputs or patterns that overlap) is read
-once, under the first name met, and the others are listed as duplicates of it.
-
-The walk is depth first in sorted order, so the same tree gives the same listing on every
-machine; the files come back sorted by their path relative to the input root (the name their
-documents carry). What is skipped, and why: hidden entries (``.name``), broken links, entries
-the process may not read, things that are not regular files (sockets, devices), directories
-reached twice, files reached twice, and, under an explicit ``format``, files of another kind.
+An input is a file, a directory (walked recursively) or a glob (``**`` included). The walk follows
+symbolic links, as a user who links a folder into a corpus expects, and is safe against loops: a
+directory is entered once, however many links lead to it. A file is identified by its device and inode,
+so a file reached twice (a link, a hard link, overlapping inputs) is read once, under the first name
+met; the others are listed as its duplicates. The walk is depth first in sorted order and the files come
+back sorted by their path relative to the input root, so the same tree gives the same listing on every
+machine. Skipped, each with its reason: hidden entries (``.name``), broken links, entries the process may
+not read, things that are not regular files, directories and files reached twice, and, under an explicit
+``format``, files of another kind.
 """
 
 from __future__ import annotations

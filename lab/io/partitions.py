@@ -1,24 +1,14 @@
 """Plan the partitions of a run: which bytes of which input files each Dask task reads.
 
-``plan`` lists every input's files (``lab.io.listing``: links followed, each file once, what is not read
-named with why) and cuts them into partitions of at most ``ingest.partition_bytes``:
-
-- plain JSONL larger than ``partition_bytes`` (or than ``ingest.partition_docs`` lines by its first
-  64 KiB: tiny records): byte ranges ``[start, end)``; a range owns the lines whose first byte lies in
-  it, so every line is read exactly once;
-- Parquet larger than ``partition_bytes`` or of more than ``partition_docs`` rows: rows ``[start, end)``,
-  consecutive row groups adding up to about ``partition_bytes`` (compressed), a row group of more rows
-  than ``partition_docs`` cut inside (a task's memory follows its documents, not only its bytes);
-- every other file, of any format, whole: files in sorted order are packed into groups of at most
-  ``partition_bytes`` and ``ingest.files_per_partition`` files. A group ends after a file whose name
-  hash falls under a threshold that grows with the file's size (groups average an eighth of either
-  cap), so where groups end depends on each file alone: adding, removing or editing a file changes
-  its own group (or the two around it), not every group after it.
-
-The list is deterministic (inputs in config order, files sorted by relative path), so a
-partition's ``index`` and ``key`` name the same bytes on every machine and every re-run. What
-is planned is not read here: a corrupt Parquet footer becomes a whole-file piece whose reader
-reports it to ``rejects/``.
+``plan`` lists every input's files (``lab.io.listing``) and cuts them into partitions of at most
+``ingest.partition_bytes``: large plain JSONL into byte ranges (a range owns the lines whose first byte
+lies in it), large Parquet into row ranges of consecutive row groups (cut inside a row group of more than
+``ingest.partition_docs`` rows), and every other file whole, packed with its sorted neighbours into groups
+of at most ``partition_bytes`` and ``ingest.files_per_partition`` files. A group ends after a file whose
+name hash falls under a threshold that grows with its size, so adding or editing a file changes its own
+group, not every group after it. The plan is deterministic: a partition's ``index`` and ``key`` name the
+same bytes on every machine and re-run. Nothing is read here: a corrupt Parquet footer becomes a
+whole-file piece whose reader reports it to ``rejects/``.
 """
 
 from __future__ import annotations

@@ -1,35 +1,14 @@
 """Read one partition into ``Doc`` records, and everything unreadable into ``Reject`` records.
 
-One reader per format mirrors the writers: ``read_jsonl`` (plain, gzip, zstd; a plain file may
-be a byte range), ``read_parquet`` (a range of row groups), ``read_text`` (one document per
-file) and ``read_warc`` (HTML responses of a .warc / .warc.gz). ``read`` dispatches on
-``Partition.format``.
-
-Contract, shared by every reader:
-
-- Ids do not depend on partitioning: ``Doc.source`` is the file's path relative to its input
-  root and ``Doc.locator`` the record's position in it (byte offset of the line in the
-  decompressed stream, row index in the Parquet file, byte offset of the WARC record in the
-  decompressed stream, 0 for a text file).
-- Nothing is lost silently. A record that cannot become a document is yielded as a ``Reject``
-  naming what was wrong and where, and reading goes on with the next record; a stream that
-  breaks (truncated gzip/zstd, corrupt WARC or Parquet) yields every complete record before the
-  break and then one ``Reject`` at the break.
-- ``raw_bytes`` is the size of the record as read, so for uncompressed JSONL and text files the
-  Docs and Rejects of a partition add up to exactly the bytes it owns.
-- Every document records how it was decoded (``lab.io.decoding``): ``Doc.encoding`` is the codec
-  and ``Doc.encoding_source`` where it came from. WARC responses are decoded as browsers decode
-  them (BOM, HTTP header, ``<meta>``, detection). JSONL and Parquet text is UTF-8 (``default``);
-  a plain-text file is UTF-8, or what its byte-order mark says (``bom``, UTF-16 too). A BOM is
-  never part of the text, and never costs a record: a JSONL line that starts with the UTF-8 BOM
-  (a file's first line, or the first line of a file concatenated to another) is read without it
-  (``bom``), whichever byte range of the file a partition reads.
-- Undecodable bytes are replaced by U+FFFD (one per run of bad bytes) and counted in
-  ``Doc.decode_errors``; the document is kept. Lone surrogates from JSON ``\\uD800``-style
-  escapes (which no UTF-8 writer accepts) are replaced and counted the same way.
-- Empty text is a document with ``text == ""``; the extract stage drops it, so it shows in the
-  funnel. Records larger than ``ingest.max_doc_bytes`` are rejected without being held in memory.
-- Readers stream: memory is bounded by the chunk size and ``max_doc_bytes``, not the file size.
+One reader per format: ``read_jsonl`` (plain, gzip, zstd; a plain file may be a byte range),
+``read_parquet`` (a range of row groups), ``read_text`` (one document per file) and ``read_warc`` (HTML
+responses of a .warc / .warc.gz); ``read`` dispatches on ``Partition.format``. Every reader keeps one
+contract: ids (``Doc.source``, ``Doc.locator``) do not depend on partitioning; nothing is lost silently (a
+bad record, or the break of a truncated stream, is a ``Reject`` naming what and where); for uncompressed
+JSONL and text the ``raw_bytes`` of a partition's Docs and Rejects add up to the bytes it owns; every
+document records how it was decoded (``lab.io.decoding``), undecodable bytes replaced and counted;
+records over ``ingest.max_doc_bytes`` are rejected without being held in memory; and readers stream, so
+memory is bounded by the chunk size and ``max_doc_bytes``, not the file size.
 """
 
 from __future__ import annotations

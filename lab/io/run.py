@@ -1,4 +1,4 @@
-"""Where things live in a run directory (DESIGN §4). Only ``lab.io`` knows these paths."""
+"""Where things live in a run directory. Only ``lab.io`` knows these paths."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ class RunLayout:
         """CPU seconds per stage of one partition (kept apart: timings are not deterministic)."""
         return self.stats / f"timing-{key}.json"
 
-    # --- near dedup (DESIGN §4 dedup/): per-partition map outputs, per-bucket reduce outputs, clusters
+    # --- near dedup (dedup/): per-partition map outputs, per-bucket reduce outputs, clusters
 
     @property
     def dedup(self) -> Path:
@@ -124,7 +124,7 @@ class RunLayout:
     def models(self) -> Path:  # classifiers trained from the run (lab.quality.train), kept across reruns
         return self.root / "models"
 
-    # --- tokenizer and tokens (DESIGN §4 tokenizer/, tokens/) ------------------------------------
+    # --- tokenizer and tokens (tokenizer/, tokens/) ------------------------------------------------
 
     @property
     def tokenizer_dir(self) -> Path:

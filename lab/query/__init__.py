@@ -2,8 +2,8 @@
 
 Rules (``lab.select.rules.Rule``) compile to one ``CASE`` expression that names each document's first
 failing rule, in funnel order (``compile``); the funnel is then a single ``GROUP BY`` over that
-computed reason (``funnels``; measured faster than one ``FILTER`` aggregate per stage: see
-``bench/RESULTS.md``). Group rules (exact dedup) become a window over the documents still alive at
+computed reason (``funnels``; faster than one ``FILTER`` aggregate per stage, as
+``bench/funnel_query.py`` measures). Group rules (exact dedup) become a window over the documents still alive at
 that point, so one member of each group always survives the earlier stages' filtering. Near dedup is
 selection-aware the same way (``neardup``): the candidate edges (``dedup/edges/``) among the
 documents alive before it, at the configured Jaccard threshold, are joined into components

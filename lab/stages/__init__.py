@@ -12,30 +12,24 @@ Every stage module has the same small surface:
   the run's signals hash, so a rerun recomputes the signals a change made stale;
 - ``rules(cfg) -> list[Rule]``: what a kept document satisfies, as data.
 
-``signals`` sees the text only, not the signals of earlier stages. What several stages need is
-computed once per document and shared: ``lab.text.words.words`` (English words), ``langid.detect``
-(the document's language; gopher_quality's stop words and word segmentation depend on it) and
-``lab.text.segment.words`` (words in the document's language) each keep their answers
-for the last texts (more than the chunk of documents ``lab.annotate`` hands each stage at a time).
+``signals`` sees the text only, not the signals of earlier stages. What several stages need is computed
+once per document and shared: ``lab.text.words.words`` (English words), ``lab.text.langid.detect`` (the
+document's language) and ``lab.text.segment.words`` (words in that language) each keep their answers for
+the last texts (more than the chunk of documents ``lab.annotate`` hands each stage at a time).
 
-Optional: ``signals_many(texts) -> [dict, ...]``, the signals of several texts at once (the language
-stage: the words its model has not seen yet are looked up once for the chunk); ``lab.annotate`` uses it
-when a stage has it.
-
-Optional: ``Collector(cfg, n_buckets, run_dir)``, made once per partition, for a stage whose signals need more
-than the text or that writes files of its own: ``signals(i, text, doc)`` replaces ``signals`` for the
-partition's i-th document (``doc``: the ``lab.doc.Doc``, its URL and source), then ``write(layout, key,
-signals_table)`` once (near_dedup's MinHash signatures and shuffle records; the url stage reads the
-document's URL and the lists its config names). A collector whose ``chunk_size`` is above 1 also has
-``signals_batch([(i, text, doc), ...])``, given that many documents at once (quality_model's HuggingFace
-model: batched forward passes). ``prepare(cfg, run_dir)``, when a stage has it, runs
-once in the driver before any partition is annotated (decontamination builds its n-gram index;
-quality_model checks that a HuggingFace model's libraries are installed). Transform stages (``pii``) also have
-``scrub(text, ...) -> str``, given what their collector gives ``signals`` (pii: its config's ``ip_ranges``).
+Optional: ``signals_many(texts) -> [dict, ...]``, several texts at once (the language stage).
+``Collector(cfg, n_buckets, run_dir)``, made once per partition, for a stage whose signals need more than
+the text or that writes files of its own: ``signals(i, text, doc)`` replaces ``signals`` for the
+partition's i-th document (``doc``: the ``lab.doc.Doc``), then ``write(layout, key, signals_table)`` runs
+once (near_dedup's signatures and shuffle records; the url stage's lists). A collector whose
+``chunk_size`` is above 1 also has ``signals_batch([(i, text, doc), ...])`` (quality_model's HuggingFace
+model). ``prepare(cfg, run_dir)`` runs once in the driver before any partition is annotated
+(decontamination's n-gram index). Transform stages (``pii``) also have ``scrub(text, ...) -> str``, given
+what their collector gives ``signals``.
 
 Everything else derives from this registry: the config (``stages.<name>``, ``lab.config``), the knobs
-(fields declared with ``lab.fields.knob``), the signals schema, the signals hash, the config
-reference, the funnel and the dashboard's cards.
+(fields declared with ``lab.fields.knob``), the signals schema, the signals hash, the config reference,
+the funnel and the dashboard's cards.
 """
 
 from __future__ import annotations

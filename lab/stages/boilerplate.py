@@ -1,35 +1,13 @@
 """boilerplate: the share of a document's characters in lines its site repeats in many documents.
 
-Navigation rows that extraction keeps ("Prev Up Home Next", a repeated title, a table of contents,
-a footer) make FineWeb's duplicated-line rule drop good pages; here they are measured per *site*
-instead: a line is boilerplate when at least ``min_docs`` documents of the same site contain it.
-
-- **Site**: the URL's host (``lab.stages.url.host_of``: lowercased, no port, no ``www.``); a document
-  without a URL belongs to its source (the input file).
-- **Line normalization** (``normalize_line``): Unicode NFKC, whitespace runs collapsed to one space,
-  stripped, lowercased, every decimal digit -> ``0`` (so "Page 3 of 12" and "Page 4 of 12" are one
-  line). A line empty after normalization is never counted.
-- **Count table** (a mergeable partial, DESIGN §2): per (site, normalized-line hash) the number of
-  distinct documents containing it. Each partition's annotate task builds its table (``Collector``,
-  ``boilerplate/counts/``, split into the shuffle buckets of the near-dedup shuffle) and keeps each
-  document's line records (``boilerplate/lines/``); ``lab.linecount`` merges the tables bucket by
-  bucket (``boilerplate/merged/``), then computes the signal. A document the PII stage scrubs is
-  counted as stored (``Collector.stored``): ``remove_lines`` reads the stored text, so a repeated
-  footer holding an address is one line under one hash.
-- **Signal** ``bp_line_frac`` (corpus-level, listed in ``CORPUS_SIGNALS``): the characters (of the
-  stripped lines, every occurrence) in lines seen in >= ``min_docs`` documents of the document's site,
-  over the characters of all its stripped lines; 0.0 for a document without text. It depends on the
-  whole corpus, so annotate stores NULL and ``lab.query.open_run`` joins the values the merge wrote
-  (``boilerplate/signal/``). ``bp_lines`` (annotate-time) is the document's count of non-empty lines.
-- **Rule**: ``bp_line_frac <= max_line_frac``; the default 1.0 drops nothing (no rule is made), so the
-  signal is there to look at before a threshold is chosen. A corpus-level rule needs explore mode
-  (``lab.steps.prepare`` refuses it in batch: there only the documents no earlier rule dropped reach
-  the collector, so the counts would cover the survivors only).
-- **Removal** (``remove_lines``, off by default): the text rewrite ``remove_boilerplate`` drops those
-  lines from a kept document's text before it is tokenized (``lab.linecount.strip_texts``).
-
-Not done here: a line's position in the page (header/footer) is not used; sites are not merged across
-subdomains (``news.example.com`` and ``blog.example.com`` are two sites).
+Navigation rows that extraction keeps ("Prev Up Home Next", a repeated title, a footer) make FineWeb's
+duplicated-line rule drop good pages; here they are counted per *site* (the URL's host; without a URL,
+the source file): a line is boilerplate when at least ``min_docs`` documents of the site contain it.
+Lines are normalized first (``normalize_line``). Each partition's ``Collector`` writes a count table and
+line records; ``lab.linecount`` merges the tables and computes the corpus-level signal ``bp_line_frac``
+(the share of characters in such lines), which ``lab.query.open_run`` joins on. ``bp_lines`` counts a
+document's non-empty lines. Rule: ``bp_line_frac <= max_line_frac`` (the default 1.0 makes no rule; a
+rule needs explore mode). ``remove_lines`` drops those lines from kept texts before tokenizing.
 """
 
 from __future__ import annotations

@@ -1,21 +1,12 @@
 """c4: the C4 heuristics (Raffel et al. 2020, §2.2), as line counts and document flags.
 
-C4 removes lines (a word over 1,000 characters, no terminal punctuation or an ellipsis at the
-end, fewer than 3 words, the word "javascript", cookie/terms/privacy-policy phrases) and drops
-documents (a "lorem ipsum" or a curly brace on a kept line, fewer than 5 sentences left).
-Here the line checks are stored as counts and the document checks as signals; the rules drop
-documents only, and the stored text is not rewritten.
-
-The checks follow datatrove's ``C4QualityFilter`` with its defaults, in its order, on each line
-of ``str.splitlines()`` after ``strip()``: a whitespace-separated word over 1,000 characters;
-Wikipedia citation marks (``[1]``, ``[edit]``, ``[citation needed]``) are deleted; no terminal
-punctuation (the line must end in ``. ? ! " '`` and not in ``...``); fewer than 3 words; "lorem
-ipsum" (flag); "javascript"; a curly brace (flag); a cookie/terms/privacy phrase. A line is
-counted once, under the first check that removes it. datatrove drops the document at the first
-line with a flag; here that line goes on through the later checks and the flags are kept, so
-the keep/drop decision is the same, but a document with both flags is dropped as ``lorem_ipsum``
-even where datatrove names the curly brace (whichever line comes first). Sentences are counted on
-the kept lines with spaCy's sentencizer rule, as datatrove does (``lab.text.words.sentences``).
+C4 removes lines (a word over 1,000 characters, no terminal punctuation or an ellipsis at the end,
+fewer than 3 words, the word "javascript", cookie/terms/privacy-policy phrases) and drops documents (a
+"lorem ipsum" or a curly brace on a kept line, fewer than 5 sentences left). Here the line checks are
+stored as counts and the document checks as signals; the rules drop documents only, and the stored text
+is not rewritten. The checks follow datatrove's ``C4QualityFilter`` with its defaults, in its order;
+sentences are counted with spaCy's sentencizer rule (``lab.text.words.sentences``). A document with both
+flags is dropped as ``lorem_ipsum`` even where datatrove names the curly brace.
 """
 
 from __future__ import annotations

@@ -1,22 +1,13 @@
 """decontamination: word n-gram overlap with the evaluation sets a corpus must not contain.
 
-The user lists evaluation sets (``eval_sets``: a name and any input the readers take: JSONL, Parquet,
-plain text, WARC). Their texts are normalized as near dedup normalizes (accents stripped,
-lowercased, digits -> 0, punctuation -> space, whitespace collapsed) and cut into word ``ngram``-grams
-(13 by default, as GPT-3 and OLMo do); each n-gram's 64-bit hash goes into one frozen index: a sorted
-``uint64`` array with the set each hash first came from, and a bitmap of the hashes' top bits (16 bits
-per n-gram) that rules out most of a document's n-grams before the sorted array is searched: about 11
-bytes per n-gram, 10M n-grams are about 110 MB. Eval texts with fewer than ``ngram`` words add nothing (counted in the index's report).
-
-The index is built once per run, before any document is annotated (``prepare``), and written to
-``decontam/index-SHA.{hashes,sets}.npy`` and ``index-SHA.json`` (the report, written last) in the run
-directory; every annotate task maps it read-only (one copy per machine in the page cache). Its ``SHA`` is over the sets' names, files and contents and ``ngram``:
-part of the signals hash, so editing an eval set recomputes the signals of the next run.
-
-Signals of a document: ``decon_matches`` (positions of the document whose n-gram is in the index),
-``decon_longest`` (the longest run of overlapping text, in words: consecutive matching positions
-``k`` span ``k + ngram - 1`` words; 0 without a match) and ``decon_set`` (the set most of its matches
-come from; empty without a match). Rule: a kept document has fewer than ``min_matches`` matches.
+The user lists evaluation sets (``eval_sets``: a name and any input the readers take). Their texts are
+normalized as near dedup normalizes and cut into word ``ngram``-grams (13 by default, as GPT-3 and OLMo
+do); the n-grams' 64-bit hashes go into one frozen index, built once per run before annotate
+(``prepare``), written to ``decontam/index-SHA.*`` and mapped read-only by every annotate task. ``SHA``
+covers the sets' names, files and contents and ``ngram``; it is part of the signals hash, so editing an
+eval set recomputes the next run's signals. Signals: ``decon_matches`` (positions whose n-gram is in the
+index), ``decon_longest`` (the longest run of overlapping text, in words) and ``decon_set`` (the set most
+matches come from). Rule: a kept document has fewer than ``min_matches`` matches.
 """
 
 from __future__ import annotations

@@ -1,42 +1,14 @@
 """extract: HTML -> plain text, and the one rule every later stage relies on: some text is left.
 
-Which extractor (``stages.extract.method``; it changes the text, so changing it recomputes the run's
-signals):
+Which extractor (``stages.extract.method``; changing it recomputes the run's signals):
 
-- ``main_content`` (the default): resiliparse's ``extract_plain_text`` with its main-content
-  heuristics (navigation, footers and forms removed; block structure kept as line breaks).
-- ``full_text``: the same without the main-content heuristics: every visible block is kept (figures
-  too), navigation rows, breadcrumbs, sidebars and footers included. With the boilerplate stage's
-  ``remove_lines`` (lines seen in >= ``min_docs`` documents of their site removed at materialize,
-  ``lab.stages.boilerplate``) it is the "full text minus what the site repeats" extractor.
-- ``trafilatura``: trafilatura's ``extract`` (its own main-content heuristics and fallback extractors;
-  tables kept, user comments and metadata not). Imported only when chosen (0.4 s).
+- ``main_content`` (the default): resiliparse's ``extract_plain_text`` with its main-content heuristics.
+- ``full_text``: the same without them: every visible block kept, navigation included. With the
+  boilerplate stage's ``remove_lines`` it is "full text minus what the site repeats".
+- ``trafilatura``: trafilatura's ``extract`` (tables kept, comments not); imported only when chosen.
 
-Measured on 337 built pages whose main content is known (translated man pages in 7 languages wrapped
-in navigation rows, breadcrumbs, sidebars, tables of contents, cookie banners and footers, with
-admonition boxes, tables and link lists inside the main content; ``bench/RESULTS.md`` §18,
-"Extraction: which extractor"):
-
-=====================================  ===============  ================  ======================  ===========================
-method                                 pages per CPU-s  main text recall  boilerplate words kept  boilerplate share of output
-=====================================  ===============  ================  ======================  ===========================
-main_content                           3,734            0.873             17.5%                   3.9%
-full_text                              6,035            1.000             98.9%                   16.5%
-full_text + boilerplate lines (k = 3)  1,062            0.917             12.8%                   2.7%
-trafilatura                            173              0.876             1.0%                    0.2%
-=====================================  ===============  ================  ======================  ===========================
-
-``main_content`` loses whole blocks: every link-heavy list, admonitions in ``<aside>``,
-``div.sidebar`` or ``role=alert`` boxes, tables in ``<figure>``; and keeps about half of the
-"Prev Up Home Next" rows and breadcrumbs. ``full_text`` with site-repeated lines removed is the better
-text when sites have many pages each (>= 9 here), but drops most section headings (a site repeats
-them) and, with 2-6 pages a site, keeps half the boilerplate. trafilatura is the cleanest at
-``main_content``'s recall, but loses a quarter of the headings and most link lists, and costs 22x the
-CPU. ``main_content`` stays the default: no other method is better at its cost on every kind of
-corpus. Choose ``full_text`` + ``remove_lines`` for corpora of whole sites, ``trafilatura`` when the
-text must be free of navigation and the CPU is there. An earlier comparison on the Python manual
-(``bench/RESULTS.md`` §3) found resiliparse and trafilatura equal in quality there. Documents that
-arrive as plain text pass through unchanged, whatever the method.
+No other method beats ``main_content`` at its cost on every kind of corpus. Documents that arrive as
+plain text pass through unchanged, whatever the method.
 """
 
 from __future__ import annotations
@@ -127,7 +99,7 @@ def full_text_lines(text: str) -> str:
     """The ``full_text`` method's hook for removing boilerplate lines; today it returns ``text`` unchanged.
 
     Site-repeated lines ("Prev Up Home Next", a site's footer) are only known across a site's pages:
-    DESIGN.md §12 counts normalized lines per site in a mergeable table through the exact-dedup shuffle
+    The boilerplate stage counts normalized lines per site in a mergeable table through the exact-dedup shuffle
     and removes the frequent ones at materialize. When that is built, the per-document part (normalizing
     lines, so they can be counted and looked up) goes here, and the removal stays out of ``signals``.
 

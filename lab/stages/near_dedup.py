@@ -1,31 +1,14 @@
 """near_dedup: MinHash signatures of word 5-gram shingles; one document kept per near-duplicate cluster.
 
-Words are those of the normalized text split at spaces for English and every language written with
-spaces (unchanged from ``VERSION`` 1); for Chinese, Japanese, Thai, Lao, Khmer and Burmese they are
-the document's word split (``lab.text.segment.document_words``, ICU's words, the split
-gopher_quality, gopher_repetition and fineweb use), normalized (``lab.dedup.signature.shingle_text``).
-``VERSION`` 2 and the segmenter in ``signal_params`` put that into the signals hash, so a rerun
-recomputes the signatures, shingle sets and band records.
-
-The stage's signal is ``nd_shingles`` (distinct shingles; 0: no words, never a near-duplicate); its
-per-partition output (``Collector``) is the partition's MinHash signatures
-(``dedup/signatures/part-KEY.npy``, row i = the partition's i-th document), its shingle sets with
-``exact_jaccard``, and its LSH band records split into shuffle buckets (``dedup/bands/``): the map
-side of the shuffle that ``lab.dedup.shuffle`` reduces. How a signature is computed is
-``lab.dedup.signature``.
-
-Decision side (``lab.dedup`` builds candidate edges and clusters; ``lab.query`` applies the rule):
-a near-duplicate group is a connected component of the candidate edges with Jaccard >= ``threshold``
-among the documents that passed every earlier stage; one member per group is kept, chosen by
-``keep``. Documents with equal ``content_hash`` share one node (their signatures are equal).
-
-Recall: only pairs that LSH makes candidates get an edge, so ``bands`` x ``rows`` bound what any
-threshold can find (``lab.dedup.recall``). ``recall`` is the expected pair recall at the threshold
-(the candidate probability of a pair exactly at it); the CLI and the dashboard show it
-(``recall_line``) and warn below 0.7 (``recall_warning``). The grid offers every threshold whatever
-its recall, with that warning: the clusters found at a low one are still worth browsing, and a
-config that names one stays valid. ``min_threshold`` derives bands x rows that reach 0.95 at the
-lowest threshold one means to use.
+Signal side: ``nd_shingles`` (distinct shingles; 0: no words, never a near-duplicate) and, per partition
+(``Collector``), the MinHash signatures (``dedup/signatures/part-KEY.npy``), the shingle sets with
+``exact_jaccard``, and the LSH band records split into shuffle buckets (``dedup/bands/``): the map side
+of ``lab.dedup.shuffle``. How words and signatures are computed: ``lab.dedup.signature``. Decision side
+(``lab.dedup`` builds edges and clusters, ``lab.query`` applies the rule): a group is a connected
+component of the candidate edges with Jaccard >= ``threshold`` among the documents that passed every
+earlier stage; one member is kept, chosen by ``keep``. Only pairs LSH makes candidates get an edge, so
+``bands`` x ``rows`` bound the recall (``lab.dedup.recall``): ``recall_line`` states it,
+``recall_warning`` warns below 0.7, and ``min_threshold`` derives bands x rows that reach 0.95 there.
 """
 
 from __future__ import annotations

@@ -1,43 +1,14 @@
 """pii: count e-mail addresses, IP addresses and phone numbers; replace them in output text.
 
-A transform stage, not a filter: by default it drops nothing. Its signals are the counts, and
-``scrub`` writes the text that ``docs/`` stores with each match replaced by a placeholder
-(``<EMAIL>``, ``<IP_ADDRESS>``, ``<PHONE>``), as datatrove's and Dolma's PII formatters do.
-``max_pii`` optionally drops documents with too many.
-
-What is PII:
-
-- an e-mail address: a dot-atom local part of letters, digits and ``_%+-`` (it may start with ``_``;
-  letters include accented Latin, Greek and Cyrillic ones, as RFC 6531 allows: ``josé.garcía@correo.es``),
-  ``@``, and a domain with at least one dot ending in a TLD of 2-24 letters. The address may follow a
-  period directly (``(see above).bob@example.org``). CJK and Thai letters are not part of a local part:
-  those scripts run into an address without a space, and the address must not swallow the words before it.
-- an IP address that :mod:`ipaddress` accepts and that ``ip_ranges`` counts: ``public`` (the default)
-  counts globally routable addresses only (``is_global``), as datatrove's PII formatter does, and no
-  multicast group (it names no host); ``all`` counts any address but the unspecified one
-  (``0.0.0.0``, ``::``). An IPv6 needs at least three colons, so ``std::map``-like code (and ``::1``)
-  is left alone.
-- a phone number: an optional country code, then groups of 2-4, 3-4 and 3-5 digits.
-
-Left alone, because it is no mailbox or host's address:
-
-- ``user@localhost`` (no dot), decorators (``@property``: nothing before the ``@``), and addresses at
-  names that never resolve on the internet (``.localhost``, ``.localdomain``, ``.local``, ``.internal``,
-  ``.test``, ``.invalid``; RFC 6761/6762);
-- under ``public``: loopback (``127.0.0.1``), private (``10/8``, ``192.168/16``, ``fc00::/7``),
-  link-local, shared (``100.64/10``), documentation (``192.0.2.0/24``, ``2001:db8::/32``), reserved
-  and multicast addresses;
-- with any ``ip_ranges``, a dotted quad whose context shows it is something else (``_not_a_host``):
-  a section number (``15.4.1.3. Tools`` opening a line, ``section 15.4.1.3``, ``§ 2.1.3.4``, or a number
-  of a numbered outline: ``15.4.1`` or ``15.4.1.2`` near ``15.4.1.3``), a version (``version 1.0.0.1``,
-  ``AssemblyVersion("1.0.0.1")``, ``foo-1.2.3.4.tar.gz``, ``1.2.3.4-beta``), a netmask or wildcard mask
-  (``255.255.255.0``, ``0.0.0.255``), and a network in CIDR notation (``93.184.216.0/24``, host bits
-  zero; ``93.184.216.34/24`` is a host's address and counts).
-
-Judgment calls: code such as ``x@self.weights`` (a matrix product onto an attribute, without spaces)
-is counted as an e-mail address: telling ``self.weights`` from ``mail.de`` would take a list of TLDs. A lone
-``15.4.1.3 Tools`` without the trailing period or outline neighbours is counted: so is
-``8.8.8.8 Google``, and the two look the same.
+A transform stage, not a filter: by default it drops nothing. Its signals are the counts, and ``scrub``
+writes the text that ``docs/`` stores with each match replaced by a placeholder (``<EMAIL>``,
+``<IP_ADDRESS>``, ``<PHONE>``), as datatrove's and Dolma's PII formatters do; ``max_pii`` optionally drops
+documents with too many. An e-mail address is a dot-atom local part (accented Latin, Greek and Cyrillic
+letters allowed), ``@`` and a domain with a dot; an IP address is one :mod:`ipaddress` accepts and
+``ip_ranges`` counts (``public``, the default: globally routable only; ``all``); a phone number is an
+optional country code, then groups of 2-4, 3-4 and 3-5 digits. Left alone: names that never resolve
+(``localhost``, ``.local``, ``.test``, ...), non-public addresses under ``public``, and dotted quads whose
+context shows a section number, a version, a netmask or a network (``_not_a_host``).
 """
 
 from __future__ import annotations
@@ -70,7 +41,7 @@ _LABEL = f"A-Za-z0-9{_LETTERS}-"  # a domain label
 # Each pattern opens with a character class and moves its opening lookbehinds after that first
 # character (``(?<!X)\d`` is written ``\d(?<!X\d)``): the same language and the same matches, but
 # ``re`` then skips the positions that cannot start a match in C instead of trying every one (2-3x
-# faster on real text, RESULTS §28; tests/stages/test_pii.py compares them with the plain forms).
+# faster on real text; tests/stages/test_pii.py compares them with the plain forms).
 EMAIL = re.compile(rf"[{_LOCAL}](?<![{_LOCAL}%+-].)(?<![{_LOCAL}%+-]\..)[{_LOCAL}%+-]*(?:\.[{_LOCAL}%+-]+)*"
                    rf"@[{_LABEL}]+(?:\.[{_LABEL}]+)*\.[A-Za-z]{{2,24}}(?![{_LOCAL}])")
 # top-level names that never resolve on the internet: no mailbox behind them

@@ -1,25 +1,14 @@
 """quality_model: a text classifier's probability that a document is good, as a signal.
 
-The model (``model``) is a local file or directory (``lab.quality.model``: a fastText ``.bin``/``.ftz`` with
-``__label__`` classes such as DCLM's, a classifier trained here with ``corpus-lab train-quality``, or a
-HuggingFace sequence classifier with ``corpus-lab[hf]``); nothing is downloaded. It is frozen by its
-sha256, which is part of the signals hash (a new model recomputes the signals) and of the manifest.
-Each worker process loads it once (cached while the file is unchanged). A HuggingFace model is given
-``WINDOW`` x ``batch_size`` documents at a time (the partition's next documents that reach this stage),
-sorts them by length and scores ``batch_size`` per forward pass: the same scores as one at a time up
-to float rounding. fastText and lab models score one document per call, their fastest.
-
-Signals: ``qm_score``, the probability of ``positive_label`` (``hq`` and ``__label__hq`` name the
-same class), and ``qm_label``, the most likely class (without ``__label__``); both empty without a
-model or for an empty text. A document is classified by its first ``max_chars`` characters, newlines
-folded to spaces (fastText reads one line): scoring cost is bounded, and on the lab's benchmarks the
-first 10,000 characters give the same AUC as the whole text (``bench/quality_model.py``).
-
-Rule: a kept document's score is at least ``min_score``; without a model there is no rule (a missing
-score never passes a rule, so one would drop every document). "Keep the top p%" is a percentile rule:
-``percentiles: [{stage: quality_model, signal: qm_score, drop_lowest: 100 - p}]`` (the merged global
-quantile). The DCLM / GPT-3 recipe: train on reference text vs a random sample of the corpus, keep the
-highest-scoring share.
+The model (``model``) is a local file or directory (``lab.quality.model``: fastText, a classifier
+trained with ``corpus-lab train-quality``, or a HuggingFace classifier with ``corpus-lab[hf]``); nothing is
+downloaded. Its sha256 is part of the signals hash and of the manifest. A HuggingFace model is given
+``WINDOW`` x ``batch_size`` documents at a time, sorted by length, ``batch_size`` per forward pass.
+Signals: ``qm_score`` (the probability of ``positive_label``) and ``qm_label`` (the most likely class);
+both empty without a model or for an empty text. A document is classified by its first ``max_chars``
+characters. Rule: a kept document's score is at least ``min_score``; without a model there is no rule.
+"Keep the top p%" is a percentile rule: ``percentiles: [{stage: quality_model, signal: qm_score,
+drop_lowest: 100 - p}]``.
 """
 
 from __future__ import annotations

@@ -1,24 +1,14 @@
 """url: rules on the document's URL: blocked domains (with their category), URL words, top-level domains.
 
 Signals, from the URL the input gives (the ``url_field`` of JSONL/Parquet, a WARC record's target URI):
-
-- ``url_present``: 1 when the document has a URL, else 0 (every rule passes it: counted, not dropped);
-- ``url_domain``: the host, lowercased, without a port, a trailing dot or a leading ``www.``;
-- ``url_registered_domain``: the domain a registrant holds (``bbc.co.uk`` for ``news.bbc.co.uk``), by
-  the Public Suffix List the ``publicsuffixlist`` package ships (nothing is downloaded); an IP address
-  is its own registered domain;
-- ``url_tld``: the public suffix (``co.uk``, ``com``; empty for an IP address or without a URL);
-- ``url_blocked``: ``LIST/CATEGORY`` of the first blocklist entry the host or one of its parent
-  domains is on (a listed domain blocks its subdomains), else empty;
-- ``url_word_hits``: how many of the URL's words (lowercased runs of letters and digits) are on the
-  word list.
-
-Blocklists (``blocklist``): a file of one domain per line (``#`` comments and blank lines skipped;
-the category is the file's name), or a UT1-style directory of category folders each holding a
-``domains`` file (the category is the folder's name). Each category is its own rule, so a drop
-reason names it: ``url.blocked_<list>_<category>``. Word lists (``word_list``): a file of one word per
-line, plus ``words`` in the config. The lists' contents are part of the signals hash: editing a list
-recomputes the signals of the next run.
+``url_present`` (a document without a URL passes every rule); ``url_domain`` (the host, lowercased, no
+port, trailing dot or leading ``www.``); ``url_registered_domain`` (by the Public Suffix List that the
+``publicsuffixlist`` package ships); ``url_tld`` (the public suffix); ``url_blocked`` (``LIST/CATEGORY``
+of the first blocklist entry the host or a parent domain is on); ``url_word_hits`` (the URL's words on
+the word list). A blocklist is a file of one domain per line (the file's name is the category) or a
+UT1-style directory of category folders; each category is its own rule, so a drop reason names it
+(``url.blocked_<list>_<category>``). Word lists: ``word_list`` plus ``words``. The lists' contents are part
+of the signals hash: editing a list recomputes the signals of the next run.
 """
 
 from __future__ import annotations

@@ -1,25 +1,13 @@
 """ftz: fastText's supervised prediction for a quantized model (``.ftz``), in numpy, bit for bit.
 
-The language stage classifies every document with ``lid.176.ftz``. fastText's own ``predict``
-spends most of its time building strings: one ``std::string`` per character n-gram of every word,
-hashed and looked up one at a time. This module reads the same model file and computes the same
-thing from whole arrays:
-
-- a word's input rows (its id, then the ids of its 2..4-character n-grams that survived the
-  model's pruning) are computed once per distinct word, all the new words of a text at once
-  (FNV-1a over the n-grams' bytes as numpy ``uint32`` columns), and kept;
-- the hidden vector is the model's dequantized rows summed in input order (``float32``, row after
-  row, as fastText adds them) and scaled by ``1 / inputs``;
-- the hierarchical softmax is walked as fastText walks it (depth first, left child first, the
-  same pruning), with the node scores computed by the same float operations: ``expf`` is the C
-  library's (the one fastText calls), ``log`` is Python's (the C library's ``log``), and every
-  ``float`` step of fastText is rounded to float32 here (a float32 sum, product or quotient
-  computed in double and rounded once is the float32 result: 53 >= 2 * 24 + 2 bits).
-
-The labels and probabilities equal fastText's ``predict(text, k=1)`` exactly (tested on real and
-random text in ``tests/stages/test_ftz.py``). Only what lid.176 uses is supported: a supervised
-model with a quantized input matrix (norms quantized), character n-grams, no word n-grams,
-hierarchical softmax over a dense output matrix; ``load`` refuses any other model.
+The language stage classifies every document with ``lid.176.ftz``. fastText's own ``predict`` spends
+most of its time building a string per character n-gram of every word; this module reads the same
+model file and computes the same thing from whole arrays. A word's input rows are computed once per
+distinct word (all the new words of a text at once) and kept; the hidden vector and the hierarchical
+softmax follow fastText's float operations step by step, rounded to float32 where fastText's are. The
+labels and probabilities equal fastText's ``predict(text, k=1)`` exactly (``tests/text/test_ftz.py``).
+Only what lid.176 uses is supported (a quantized input matrix, character n-grams, hierarchical softmax);
+``Model`` refuses any other model (``UnsupportedModel``).
 """
 
 from __future__ import annotations

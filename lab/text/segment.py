@@ -1,31 +1,14 @@
 """segment: the words of a document in its language, for the filter stages that count words.
 
-English and every language written with spaces between words get ``lab.text.words.words``
-(datatrove's English words: spaCy's rules), unchanged. Chinese, Japanese, Thai, Lao, Khmer and
-Burmese are written without spaces, so those rules return a sentence, or a whole line, as one
-"word". For a document in one of those languages (``UNSPACED``, by its lid.176 label), every
-word holding a character of those scripts is cut again by ICU's word break iterator
-(``BREAKER``), which carries a dictionary for each of these scripts (CJK, Thai, Lao, Khmer,
-Burmese) inside the ICU data; Latin words, numbers and symbols in such a document keep the
-English rules. Segments that are only whitespace are dropped; a punctuation mark stays a token,
-as in the English rules, so gopher_quality still counts it as a symbol.
-
-Why ICU, by measurement (bench/words_by_language.py, bench/RESULTS.md §19 "Words and stop words
-per language"): on man pages translated from English, a Chinese page has 0.96 times the English
-page's words by ICU (median), a Japanese one 1.07; one word per Han or kana character (the rule
-needing no library) gives 1.46 and 1.82, a mean word length near 1, and cannot cut Thai, Lao,
-Khmer or Burmese at all (their letters are an alphabet). One library covers every unspaced
-script, with no model file and no download: ICU and its data are inside the ``icu4py`` wheel (MIT,
-43 MB installed). It costs 0.32 CPU-s per MB of Chinese or Japanese text (the character rule 0.09),
-and nothing for other languages. Per-language segmenters (jieba, MeCab with UniDic, PyThaiNLP)
-would be three or more libraries and dictionaries for the same coverage.
-
-One word split per document: ``document_words`` is the split of the document in its own language
-(the language stage's ``detect``, run once per document and remembered), and every stage that counts
-words asks it: gopher_quality (word counts, stop words), gopher_repetition (word n-grams), fineweb
-(newlines per word) and near_dedup (word 5-gram shingles, ``lab.dedup.signature.shingle_text``).
-The last texts' words are kept (``text.Recent``, as ``text.words`` does), so the stages after the first get them
-free, also when annotate hands each stage a chunk of documents.
+English and every language written with spaces get ``lab.text.words.words`` (datatrove's English words),
+unchanged. Chinese, Japanese, Thai, Lao, Khmer and Burmese have no spaces between words, so those rules
+give a clause or a line as one "word": in a document of one of them (``UNSPACED``, by its lid.176 label),
+every word holding a character of those scripts is cut again by ICU's word break iterator (``BREAKER``),
+whose data carries a dictionary for each script; Latin words, numbers and symbols keep the English rules,
+and a punctuation mark stays a token. ``document_words`` is the one split of a document, in its own
+language, that every stage counting words asks: gopher_quality, gopher_repetition, fineweb and
+near_dedup (``lab.dedup.signature.shingle_text``). The last texts' words are kept
+(``lab.text.words.Recent``), so the stages after the first get them free.
 """
 
 from __future__ import annotations

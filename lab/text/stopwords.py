@@ -1,49 +1,14 @@
 """stopwords: the stop words gopher_quality counts, for the language of the document.
 
-Gopher (Rae et al. 2021, App. A) keeps a document that holds at least two of eight English stop
-words: {the, be, to, of, and, that, have, with}. That list is kept as it is for English (and for
-a document with no language: empty text), so English signals are the ones datatrove computes.
-
-For another language the list is its **N = 8 most frequent stop words**, mirroring Gopher's size,
-so that ``gq_stop_words`` has the same 0..8 range and one threshold (``min_stop_words``, 2) means
-about the same in every language:
-
-- the stop words come from ``stopwordsiso`` (the stopwords-iso collection, MIT licence, lists for
-  58 languages in ISO 639-1 codes, the codes fastText lid.176 predicts; shipped in the wheel as
-  one JSON file, nothing downloaded). ``stop-words`` (BSD) was the other candidate: 34 lists
-  (none for Danish, Norwegian, Thai, Estonian, Latvian, Lithuanian...), a subset of the sources
-  stopwords-iso merges;
-- they are ranked by ``wordfreq`` (the word frequencies of Wikipedia, subtitles, news, web text
-  and more, in 44 languages, shipped in the wheel; code Apache-2.0, data CC BY-SA 4.0): the first
-  eight words of wordfreq's list for the language that are on its stop list. The stop lists
-  themselves are unordered and long (100-1,300 words): counted whole, they would put every
-  language on another scale than Gopher's eight.
-
-Where the two packages leave a gap (bench/RESULTS.md §19 measures each choice on translated man pages):
-
-- **Korean**: its stop words are particles (josa: 이 가 을 를 에 의 ...) written attached to the word
-  before them, so a space-separated word (an eojeol) rarely *is* one (whole-word matching gave a
-  translation 0.17 of the English page's count). Korean's list is the eight most frequent (wordfreq)
-  stop-list entries that are particles (``KO_PARTICLES``, a closed grammatical class), which are
-  이 을 에 의 가 를 에서 으로, and a particle is present when an eojeol ends with it (or is it).
-  wordfreq's Korean counts are of morphemes, so the verb stem 하 and the plural suffix 들, among the
-  plain ranking's eight, are left out: neither ends an eojeol.
-- **Serbian**: stopwords-iso has no Serbian list. Serbian, Croatian and Bosnian are one standard
-  language (wordfreq counts them together as ``sh``), so Serbian takes the Croatian list ranked by
-  ``sh``; Serbian is written in Cyrillic as well as Latin (and the two correspond letter for letter:
-  ``_SR_CYRILLIC``), so a stop word is present in either script (a document counts it once).
-- **Thai**: stopwords-iso has a list, wordfreq no frequencies; the list is ranked by the Thai
-  National Corpus word frequencies that ``pythainlp`` (Apache-2.0) ships in its wheel
-  (``corpus/tnc_freq.txt``, CC0 by its ``corpus_license.md``; read as a file: the package is not imported, nothing downloads). Thai
-  words are ICU's (``lab.text.segment``), and its stop words are whole ICU words.
-- **Lao, Khmer, Burmese** (and any other language with no stop list or no frequencies, e.g. Interlingua):
-  neither stopwords-iso nor stop-words (the two candidates above) has a list for them, nor wordfreq
-  frequencies, so they fall back to the English eight, which is what every document got before the lists
-  were per language (gopher_quality ``VERSION`` 1): such a document passes ``too_few_stop_words`` only
-  if it quotes English (a run keeping one sets a per-language ``min_stop_words`` of 0).
-
-Matching is case-sensitive, as Gopher's (datatrove intersects the word set with the list):
-"The" at the start of a sentence is not "the".
+Gopher (Rae et al. 2021, App. A) keeps a document holding at least two of eight English stop words
+{the, be, to, of, and, that, have, with}; English (and a document with no language) keeps that list.
+Another language gets its ``N_STOP_WORDS`` = 8 most frequent stop words, so ``gq_stop_words`` has the same
+0..8 range and one threshold means about the same in every language: the stopwords-iso list
+(``stopwordsiso``) ranked by ``wordfreq``. Korean's are particles (``KO_PARTICLES``), present when a word
+ends with one; Serbian takes the Croatian list, in either script; Thai's list is ranked by the Thai
+National Corpus frequencies in ``pythainlp``'s wheel (read as a file). A language with no list or no
+frequencies (Lao, Khmer, Burmese, ...) falls back to the English eight. Nothing is downloaded. Matching
+is case-sensitive, as Gopher's: "The" at the start of a sentence is not "the".
 """
 
 from __future__ import annotations

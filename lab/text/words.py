@@ -1,15 +1,12 @@
-"""text: English words as datatrove splits them, for the filter stages.
+"""words: English words as datatrove splits them, for the filter stages.
 
-datatrove's filters split English text with spaCy's blank English tokenizer and drop the
-whitespace tokens. ``words`` re-implements that tokenizer in plain ``re``, without spaCy: split
-on whitespace; peel prefixes and suffixes off each chunk until nothing or a special case is left;
-keep URLs whole; split the rest on infixes (``well-known``, ``a,b``, ``...``); then re-merge runs
-of tokens that spell a special case. Special cases are English contractions (``don't`` -> ``do
-n't``, ``cannot`` -> ``can not``), abbreviations (``e.g.``, ``Mr.``) and emoticons, as in spaCy's
-``lang/en`` tables. Character classes come from Unicode categories where spaCy lists scripts by
-hand, so odd scripts and binary junk may split differently; on 5.4M English chunks (docs, man
-pages, licenses, READMEs) 99.999% gave the same tokens. Each distinct chunk is split once and
-cached, and the last texts' words are kept (``Recent``), so stages that ask again get them for free.
+datatrove's filters split English text with spaCy's blank English tokenizer and drop the whitespace
+tokens. ``words`` re-implements that tokenizer in plain ``re``, without spaCy: split on whitespace; peel
+prefixes and suffixes off each chunk; keep URLs whole; split the rest on infixes; then re-merge runs of
+tokens that spell a special case (contractions, abbreviations, emoticons, as in spaCy's ``lang/en``
+tables). Character classes come from Unicode categories where spaCy lists scripts by hand, so odd
+scripts and binary junk may split differently. Each distinct chunk is split once and cached, and the
+last texts' words are kept (``Recent``), so stages that ask again get them for free.
 
 ``sentences`` counts sentences with the rule of spaCy's ``sentencizer`` (datatrove's C4 filter).
 """
@@ -86,7 +83,7 @@ _INFIX = "|".join([  # spaCy's infixes as written (compiled by the tests, which 
 # alternative then checking what it consumed by a lookbehind (``(?<=[0-9])[+\-]`` becomes
 # ``[...](?<=[0-9][+\-])``), in the same order: the same matches, but ``re`` skips the characters
 # that cannot start one in C instead of trying the eight alternatives at every position (1.6x faster
-# on the chunks of bench/out/docs_en.jsonl; tests/stages/test_words.py compares the two). One group
+# on the chunks of bench/out/docs_en.jsonl; tests/text/test_words.py compares the two). One group
 # around it all: ``re.split`` then keeps the infixes between the pieces.
 _INFIX_FAST = re.compile(
     rf"([.…{_SO}+\-*^,–—~:<>=/](?:(?<=\.)\.+|(?<=…)|(?<=[{_SO}])|(?<=[0-9][+\-*^])(?=[0-9-])"

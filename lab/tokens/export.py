@@ -1,25 +1,11 @@
 """export: a materialized split -> the Megatron-LM / NeMo ``IndexedDataset`` format (``.bin`` + ``.idx``).
 
 One Megatron *sequence* per document, as Megatron-LM's ``tools/preprocess_data.py`` writes them: its
-``GPTDataset`` does its own shuffling and packing at the model's ``seq_length``, from whole documents
-(EOD included), so exporting our packed sequences would pack twice and hide document boundaries. The
-documents are the split's own (its tokens exactly: a document ``pad`` truncated stays truncated) in
-the order they first appear in the split's shards, rebuilt from the provenance pieces
-(``lab.tokens.provenance``), so the export needs only ``tokens/SPLIT/``.
-
-``PREFIX.bin``: every document's tokens, back to back, little-endian ``dtype`` (uint16 when the
-split's are, else int32). ``PREFIX.idx`` (all little-endian):
-
-====================  ==========================================================
-``MMIDIDX\\x00\\x00``  9-byte magic
-``<Q`` 1              version
-``<B`` code           dtype: 1 uint8, 2 int8, 3 int16, 4 int32, 5 int64, 6 float64, 7 float32, 8 uint16
-``<Q`` S              sequences (here: documents)
-``<Q`` D              entries of document_indices (S + 1 here)
-int32 [S]             tokens per sequence
-int64 [S]             byte offset of each sequence in ``.bin``
-int64 [D]             document_indices: sequence ``document_indices[i]`` starts document ``i``
-====================  ==========================================================
+``GPTDataset`` shuffles and packs whole documents itself, so exporting packed sequences would pack twice
+and hide document boundaries. The documents are the split's own tokens, in the order they first appear
+in its shards, rebuilt from the provenance pieces (``lab.tokens.provenance``): the export needs only
+``tokens/SPLIT/``. ``PREFIX.bin`` holds the documents' tokens back to back (uint16 when the split's are,
+else int32); ``PREFIX.idx`` is Megatron's index (magic, version, dtype code, counts, sizes, offsets).
 
 >>> _idx_bytes(np.array([3, 2]), np.dtype(np.uint16))[:18]
 b'MMIDIDX\\x00\\x00\\x01\\x00\\x00\\x00\\x00\\x00\\x00\\x00\\x08'

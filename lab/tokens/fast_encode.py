@@ -1,29 +1,13 @@
 """fast_encode: the run's fitted byte-level BPE run by tiktoken's encoder, id-for-id equal to ``encode_batch_fast``.
 
 ``lab.tokens.tokenize.fit`` makes a HuggingFace ``tokenizers`` BPE (ByteLevel pre-tokenizer with the GPT-2
-regex, no normalizer, special tokens ``<|endoftext|>`` = 0 and ``<|pad|>`` = 1). The same vocabulary
-loads into a ``tiktoken.Encoding`` whose ranks ARE the HF ids (no id map): the trainer gives the
-token made by merge number ``m`` the id ``258 + m``, so "lowest merged-token rank first" (tiktoken)
-and "lowest merge rank first" (HF) order the merges alike. ``encoder_for`` refuses a vocabulary
-where that does not hold (a token made by two merges, ids not in merge order, a normalizer, ...).
-
-Why the ids are equal, and where they are checked instead of assumed:
-
-- **Merges.** tiktoken merges any adjacent pair whose bytes join into a token; HF only the pairs
-  in its merge list. When every merge tiktoken performs is an HF merge, the two runs are the same
-  run (same minimum, same leftmost tie), so the ids are equal. Each output token's merges happen
-  inside its own bytes, in the order BPE on those bytes alone would do them, so "tiktoken made
-  this output token only through HF merges" depends on the token alone: ``unsafe_tokens`` computes
-  it once per vocabulary (plus tiktoken's shortcut: a piece that is a whole token is emitted as is,
-  which HF does only if its merges rebuild that token). A document whose tiktoken ids contain an
-  unsafe token is re-encoded with HF — so the merge step is equal by construction, not by sampling.
-- **Pre-tokenization.** Both split with the GPT-2 pattern, HF with Oniguruma, tiktoken with
-  fancy-regex; the Unicode classes (``\\s``, ``\\p{L}``, ``\\p{N}``) of the two engines can differ
-  on code points of newer Unicode versions. This is checked, not proved: ``equal_on`` on
-  multilingual text in the tests and the bench.
-- **Special tokens.** ``encode_batch_fast`` splits ``<|endoftext|>`` and ``<|pad|>`` out of the
-  text (added tokens match inside documents whatever ``add_special_tokens``); tiktoken does the
-  same with ``allowed_special="all"``.
+regex, no normalizer, special tokens ``<|endoftext|>`` = 0 and ``<|pad|>`` = 1). The same vocabulary loads
+into a ``tiktoken.Encoding`` whose ranks are the HF ids: the trainer gives the token made by merge ``m``
+the id ``258 + m``, so both order the merges alike. ``encoder_for`` refuses a vocabulary where that does
+not hold. Equality is checked, not assumed: ``unsafe_tokens`` lists the tokens tiktoken may reach through
+a merge HF does not have, and a document whose ids hold one is re-encoded with HF; the two regex
+engines' pre-tokenization is checked by ``equal_on`` (tests, bench); special tokens are split out alike
+(``allowed_special="all"``).
 """
 
 from __future__ import annotations

@@ -1,63 +1,14 @@
 """loader: a deterministic, resumable, exactly-once reader of one token split (``tokens/train``).
 
-The unit is a *sequence*: one row of ``seq_len`` tokens of a shard (``lab.tokens.shards``). Sequences
-are numbered globally in shard order, then row order: shard 0's rows are ``0 .. s0 - 1``, shard
-1's are ``s0 .. s0 + s1 - 1``, and so on, ``N`` in all.
-
-**Order.** Each epoch's order is a seeded bijection of ``0 .. N - 1`` computed on the fly
-(``FeistelOrder``): a 4-round Feistel network over the smallest domain ``2**k >= N`` (halves of
-``k // 2`` and ``k - k // 2`` bits, alternating as in FF1, NIST SP 800-38G; each round's function
-is splitmix64 of a half keyed by (seed, epoch, round)), with cycle walking (encrypt again while
-the value is ``>= N``) so that it stays inside ``0 .. N - 1``: fewer than 2 encryptions per index
-on average, where a balanced network over ``4**k`` would need up to 4. Position ``p`` of the
-epoch holds sequence ``order[p]``; the same (seed, epoch, N) give the same order on every rank
-and worker without any communication, and another epoch gives another order. Nothing of size N
-is ever built: the loader turns positions into indices ``BLOCK`` at a time (vectorized numpy), so
-the order costs O(1) memory at any N (N = 10**9 included). The order function is part of the
-state's ``version``, and a state also records a digest of the stream's first indices: a resume
-under another order function is refused rather than silently re-reading data.
-
-**Streams.** A job reads with ``W = world_size * num_workers`` streams, one per (rank, worker),
-numbered ``g = rank * num_workers + worker_id``. Stream ``g`` takes permutation positions
-``g, g + W, g + 2W, ...``, so the streams partition the epoch: every sequence goes to exactly
-one stream.
-
-**Tail policy: uneven, nothing dropped, nothing repeated.** When W does not divide N, the first
-``N mod W`` streams (``g < N mod W``) get ``ceil(N / W)`` sequences and the others
-``floor(N / W)``: every sequence is delivered exactly once per epoch, and stream lengths differ
-by at most one (``stream_length`` gives each without reading anything). A DDP trainer whose
-ranks must run the same number of steps (or its collectives hang) handles the tail itself:
-compute each rank's number of full batches from ``stream_length`` (with a PyTorch
-``DataLoader``, each worker batches its own stream) and stop every rank at the minimum, which
-drops the last partial step at the trainer (fewer than one batch per rank per epoch); or choose
-world_size, num_workers and the batch size so that ``W * batch`` divides N.
-
-**Resume.** A loader counts the sequences its stream has handed out in the current epoch
-(``position``). ``state_dict`` saves that position with the epoch, the seed, the (rank,
-world_size, worker_id, num_workers) the loader was made for and the split's identity (tokenizer
-sha256, config hash, sequence count, seq_len, dtype, shard table); ``load_state_dict`` refuses a
-state made for another stream layout, seed or split, and otherwise continues exactly where the
-saved loader stopped. When an epoch ends, iteration stops; ``set_epoch(e + 1)`` starts the next.
-
-**Reading.** Every shard is memory-mapped once when the loader is built (``open_shard``, which
-also refuses a truncated ``.bin``), and each sequence is a read-only view of its row: no copy.
-
-``verify`` simulates a whole job (every stream, each saved and restored mid-epoch into a new
-loader) and counts how often every token position was delivered. ``torch_dataset`` wraps the
-loader as a PyTorch ``IterableDataset``; torch is imported only when it is called.
-
-**Prefetch and telemetry.** ``prefetch=k`` (default 0) reads ahead on a background thread
-through a queue of at most ``k`` sequences; each prefetched row is copied off the memory map by the
-thread (so the thread, not the trainer, waits for the storage) and delivered read-only. Resume is
-unchanged: ``position`` counts what was handed to the caller, never what was prefetched. Every
-step records how long the caller waited for its sample; ``telemetry()`` gives p50, p99, max and
-the stalls over ``stall_ms``, and ``write_telemetry`` writes the per-step table (Parquet) and
-the summary (JSON) a notebook or the dashboard plots. ``read_row`` is the storage hook: a
-function ``(shard, row, view) -> tokens`` through which every row is read (e.g. a slow-storage
-simulation in a test or a benchmark).
-
-What this module does not do: shuffle within a sequence, mix splits, or pack documents (the
-shards are already packed).
+The unit is a *sequence*: one row of a shard (``lab.tokens.shards``), numbered globally in shard order,
+then row order, ``N`` in all. **Order**: each epoch is a seeded bijection of ``0 .. N - 1`` computed on
+the fly (``FeistelOrder``), the same on every rank and worker, in O(1) memory at any N. **Streams**:
+``W = world_size * num_workers``; stream ``g = rank * num_workers + worker_id`` takes positions ``g, g + W,
+...``. **Tail**: nothing dropped or repeated; stream lengths differ by at most one (``stream_length``).
+**Resume**: ``state_dict`` saves the position, epoch, seed, stream layout and the split's identity;
+``load_state_dict`` refuses another. **Reading**: shards are memory-mapped once, a sequence is a read-only
+view; ``prefetch=k`` reads ahead on a thread; ``telemetry()`` reports the caller's waits. ``verify``
+simulates a whole job; ``torch_dataset`` wraps the loader for PyTorch. No shuffling within a sequence.
 """
 
 from __future__ import annotations

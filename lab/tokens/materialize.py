@@ -1,42 +1,14 @@
-"""materialize: the kept documents' tokens -> shuffled, split, packed token shards (DESIGN §8).
+"""materialize: the kept documents' tokens -> shuffled, split, packed token shards.
 
-1. **Select**: the documents the run's config keeps (``lab.query.drop_reasons``), with their token
-   ids from ``tokenized/`` (counted by the frozen tokenizer; a tokenizer whose sha256 differs from
-   the one the counts were made with is refused).
-2. **Shuffle**: a global order by a seeded 64-bit mix of ``doc_id`` (``pack.shuffle_seed``), so the
-   order does not depend on partitions or workers.
-3. **Split** by document: the ``round(val_fraction x documents)`` documents (at least one when
-   ``val_fraction > 0`` and there are two or more) with the lowest value of a second, independent
-   seeded mix of their ``doc_id`` form ``val``; with ``pack.test_fraction > 0``, the
-   ``round(test_fraction x documents)`` others with the lowest value of a third mix form ``test``;
-   no document is in two splits.
-4. **Mix** (``mixture``, when the config has one: ``lab.tokens.mixture``): each document is written as many
-   times as its bucket's budget asks (0: left out), its copies in its own split, each copy placed by
-   the shuffle's key of (document, copy); the manifest records the realized mixture per bucket.
-5. **Pack** (``lab.tokens.pack``) each split with ``pack.strategy`` at ``pack.seq_len``; every document
-   ends with EOD; unused slots hold PAD.
-6. **Write** ``tokens/{train,val[,test]}/`` in the ``lab.tokens.shards`` format, with every shard's provenance
-   (``NAME.pieces.npy``: the pieces of each sequence, see ``lab.tokens.provenance``) (uint16 when the vocabulary
-   fits) with a manifest per split, and ``stats/packing.json``: utilization, truncation and
-   splits of every strategy at 512, 2048 and 8192 tokens on the train split (what the Packing tab
-   compares).
-
-Runs as two rounds of tasks, so no process holds more than one partition's or one shard's
-tokens (``lab.engine`` submits them to Dask; ``run`` does the same in the calling process):
-
-- ``prepare`` (the driver): the kept documents' ``doc_id`` and token count only -> the order, the split and
-  every split's packing plan, cut into shards of ``pack.shard_sequences`` sequences. Memory: a few
-  integers per kept document.
-- ``scatter_partition`` (one task per tokenized partition): the partition's kept documents' token
-  ids, regrouped by the shard they go to (one Arrow record batch per shard; a document that
-  ``concat`` splits across shards goes to each).
-- ``write_one_shard`` (one task per shard): that shard's record batch from every partition,
-  packed by the shard's slice of the plan and written.
-- ``finish``: manifests and ``stats/packing.json``, then ``tokens/`` replaces the old one at once
-  (everything is built under ``.tmp-tokens/``, so an interrupted materialize leaves no ``tokens/``
-  that looks complete).
-
-Same config and input, same bytes, whatever the workers or the partitioning.
+The documents the config keeps (``lab.query.drop_reasons``), with their ids from ``tokenized/`` (a
+tokenizer whose sha256 differs is refused), are shuffled by a seeded mix of ``doc_id``
+(``pack.shuffle_seed``), split by document into train, val and test by other seeded mixes, repeated as the
+``mixture`` asks (``lab.tokens.mixture``), packed with ``pack.strategy`` at ``pack.seq_len``
+(``lab.tokens.pack``; every document ends with EOD) and written to ``tokens/SPLIT/`` in the
+``lab.tokens.shards`` format with provenance, plus ``stats/packing.json``. No process holds more than one
+partition's or one shard's tokens: ``prepare`` (the driver: order, splits, plan), ``scatter_partition``
+(per partition), ``write_one_shard`` (per shard), then ``finish`` swaps in ``tokens/`` at once (built
+under ``.tmp-tokens/``). Same config and input, same bytes, whatever the workers or the partitioning.
 """
 
 from __future__ import annotations

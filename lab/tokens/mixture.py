@@ -1,30 +1,14 @@
 """mixture: how many times each kept document goes into the training tokens, from a budget per bucket.
 
-A *bucket* is a group of kept documents by ``mixture.by``: any of ``lang``, ``source`` and
-``quality`` (the quality model's ``qm_score`` cut at ``quality_edges``; a document without a score is
-in ``quality=none``). Its name is its values joined by ``/`` in ``by`` order (``en``,
-``en/web.jsonl``, ``en/q>=0.7``). A mixture lists buckets with either a **token budget**
-(``tokens``) or a **weight** (a share of ``total_tokens``, default the kept tokens: the same size,
-remixed); not both kinds in one mixture. With budgets, an unlisted bucket is kept once
-(``rest: keep``) or left out (``rest: drop``); with weights, which must sum to 1, an unlisted bucket
-has weight 0 (left out).
-
-**Realizing a budget** (``realize``): a bucket holding ``A`` tokens with a target of ``T`` is read
-``e = T / A`` times (its *epochs*): every document ``floor(e)`` times, plus one more time for a seeded
-choice of its documents (ordered by a 64-bit mix of ``doc_id`` and ``seed``; taken while they do not
-overshoot ``(e - floor(e)) x A`` by more than half a document) — downsampling is the same rule with
-``floor(e) = 0``. Repeats are counted per document (``repeats``), so the realized tokens are exact
-sums and every copy of a document lands in the same split (``lab.tokens.materialize`` splits documents,
-then repeats them). Past 4 epochs a bucket gets a warning: Muennighoff et al. (2023, "Scaling
-Data-Constrained Language Models") found repeated data worth about as much as new data up to ~4
-epochs and quickly less after.
-
-**Rehydration** (``rehydrate: true``, FineWeb-2's idea): a kept document stands for the duplicates
-dedup removed; each kept document is repeated by the size of its duplicate group (exact and near,
-``lab.query.duplicate_counts``), at most ``rehydrate_cap`` times, before the budgets apply.
-
-``plan`` computes the repeats and the per-bucket report from plain arrays (no files); the query
-package gives it the kept documents' buckets and token counts (``lab.query.mixture_rows``).
+A *bucket* groups kept documents by ``mixture.by`` (``lang``, ``source``, ``quality``: ``qm_score`` cut at
+``quality_edges``), named by its values joined with ``/`` (``en/q>=0.7``). A mixture gives buckets token
+budgets (``tokens``; unlisted buckets kept once or left out, by ``rest``) or weights (shares of
+``total_tokens`` summing to 1; unlisted buckets left out). ``realize`` reads a bucket of ``A`` tokens with
+a target of ``T`` ``e = T / A`` times: every document ``floor(e)`` times, plus a seeded choice of its
+documents for the fraction. Repeats are counted per document, so the realized tokens are exact sums and
+every copy lands in its document's split. Past 4 epochs a bucket gets a warning. ``rehydrate`` first
+repeats each kept document by its duplicate group's size, at most ``rehydrate_cap`` times. ``plan``
+computes it from plain arrays, which ``lab.query.mixture_rows`` gives.
 """
 
 from __future__ import annotations

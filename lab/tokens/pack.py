@@ -1,30 +1,10 @@
 """pack: tokenized documents -> fixed-length training sequences. Pure numpy/Python; no Dask, no files.
 
-``plan`` decides where every token goes, from document lengths alone; ``materialize`` then
-copies tokens into a ``[sequences, seq_len]`` array. A length counts the document's trailing EOD
-token (the caller appends it), so documents stay separated inside a sequence. A plan is a list
-of sequences, each a list of *pieces* ``(doc, start, end)``: tokens ``start:end`` of document
-``doc``, in the order they sit in the sequence. Strategies (the Packing tab compares them):
-
-- ``pad``: one document per sequence, in input order. A document longer than ``seq_len`` keeps
-  its first ``seq_len`` tokens; the rest is *truncated* (lost). The other slots are padding.
-- ``concat``: the documents as one stream in input order, cut every ``seq_len`` tokens (the
-  GPT-2 / nanoGPT way). Nothing is lost; a document may span sequences; only the last sequence
-  has padding.
-- ``best_fit``: best-fit decreasing bin packing (Ding et al. 2024, "Fewer Truncations Improve
-  Language Modeling"). A document longer than ``seq_len`` is first cut into ``seq_len`` chunks
-  plus a remainder; then every piece, longest first (ties: lower document, then lower start),
-  goes into the open sequence with the least room that still fits it (ties: the one opened
-  first), else opens a new sequence. Nothing is lost; only documents longer than ``seq_len``
-  are split, so far fewer documents are cut than with ``concat``.
-
-Best fit runs in O(n log seq_len): open sequences are kept per remaining room (a heap of
-sequence numbers, so ties go to the first opened), and the rooms that have an open sequence
-are a 64-ary tree of bitmasks that finds the smallest room >= a length in ``log_64 seq_len``
-word reads (two for seq_len 2048). A million documents (seq_len 2048) plan in about a second.
-
-Empty documents (length 0) get no piece and no sequence. Zero-length documents aside, every
-sequence holds at least one token.
+``plan`` decides where every token goes from document lengths alone (each counting its trailing EOD) as
+sequences of *pieces* ``(doc, start, end)``; ``materialize`` copies tokens into a ``[sequences, seq_len]``
+array. Strategies: ``pad`` (one document per sequence, the rest truncated), ``concat`` (one stream cut every
+``seq_len`` tokens) and ``best_fit`` (best-fit decreasing, Ding et al. 2024: only documents longer than
+``seq_len`` are split; O(n log seq_len)). Empty documents get no piece.
 
 >>> p = plan(np.array([7, 5, 4, 3, 3, 2, 12]), 10, "best_fit")
 >>> [p.pieces(s) for s in range(p.sequences)]

@@ -1,11 +1,10 @@
 """provenance: any token of a materialized split -> the document and token offset it came from.
 
-Materialize writes, beside every shard, ``NAME.pieces.npy`` (int64 ``[pieces, 3]``: ``doc_id``,
-``start``, ``length`` of every piece, sequence by sequence, in the order the pieces sit in their
-sequence) and ``NAME.piece_offsets.npy`` (int64 ``[sequences + 1]``), the ``lab.tokens.shards``
-format. Token ``pos`` of sequence ``seq`` is in the piece whose running length passes ``pos``;
-its offset in the document's own tokenization (``tokenized/`` ids with EOD appended) is the
-piece's start plus the distance into the piece. Positions after the last piece are padding.
+Materialize writes, beside every shard, ``NAME.pieces.npy`` (``doc_id, start, length`` of every piece, in
+sequence order) and ``NAME.piece_offsets.npy`` (the ``lab.tokens.shards`` format). Token ``pos`` of a
+sequence is in the piece whose running length passes ``pos``; its offset in the document's tokenization
+(``tokenized/`` ids with EOD appended) is the piece's start plus the distance into it; past the last
+piece is padding.
 
 >>> _find(np.array([[7, 0, 3], [9, 5, 2]]), 4)
 (9, 6)

@@ -1,28 +1,13 @@
 """Token shards on disk: fixed-width packed sequences that ``numpy.memmap`` reads with nothing else.
 
-A split directory (``tokens/train/``, ``tokens/val/``) holds:
-
-- ``shard-NNNNN.bin``: little-endian tokens, ``dtype`` (uint16 when the vocabulary fits, else
-  uint32), ``sequences x seq_len`` of them: sequence ``i`` of a shard is tokens
-  ``[i * seq_len, (i + 1) * seq_len)``. Slots no document fills hold ``pad_id``.
-- ``shard-NNNNN.bounds.npy``: int32, the document boundaries of every sequence, concatenated:
-  for sequence ``i`` the cumulative lengths ``cu_seqlens`` (starting at 0, ending at the
-  number of real tokens), so segment ``k`` of it is ``tokens[cu[k]:cu[k + 1]]``.
-- ``shard-NNNNN.offsets.npy``: int64 ``[sequences + 1]``: sequence ``i``'s ``cu_seqlens`` are
-  ``bounds[offsets[i]:offsets[i + 1]]``.
-- ``shard-NNNNN.pieces.npy``: int64 ``[pieces, 3]``, provenance: every sequence's pieces in sequence
-  order, each ``(doc_id, start, length)``: tokens ``start:start + length`` of document ``doc_id``'s
-  tokenization (its ``tokenized/`` ids, EOD appended). ``shard-NNNNN.piece_offsets.npy``: int64
-  ``[sequences + 1]``: sequence ``i``'s pieces are rows ``piece_offsets[i]:piece_offsets[i + 1]``.
-  ``lab.tokens.provenance.locate`` maps a token back to its document.
-- ``manifest.json`` (``SplitManifest``): dtype, seq_len, eod_id, pad_id, the shards with their
-  sequence counts, token counts, tokenizer sha256, config hash, shuffle seed.
-
-Reading a sequence::
-
-    tokens = np.memmap("shard-00000.bin", dtype=np.uint16, mode="r").reshape(-1, seq_len)
-    offsets = np.load("shard-00000.offsets.npy"); bounds = np.load("shard-00000.bounds.npy")
-    seq, cu = tokens[i], bounds[offsets[i]:offsets[i + 1]]
+A split directory (``tokens/train/``, ``tokens/val/``) holds, per shard: ``shard-NNNNN.bin`` (little-endian
+tokens, uint16 when the vocabulary fits, else uint32; ``sequences x seq_len`` of them; unused slots hold
+``pad_id``); ``.bounds.npy`` and ``.offsets.npy`` (sequence ``i``'s document boundaries as ``cu_seqlens``
+are ``bounds[offsets[i]:offsets[i + 1]]``); ``.pieces.npy`` and ``.piece_offsets.npy`` (provenance: each
+sequence's ``(doc_id, start, length)`` pieces, ``lab.tokens.provenance``). ``manifest.json``
+(``SplitManifest``) gives dtype, seq_len, eod_id, pad_id, the shards with their sequence and token
+counts, the tokenizer's sha256, the config hash and the shuffle seed. Sequence ``i`` of a shard is row
+``i`` of ``np.memmap(path, dtype=dtype, mode="r").reshape(-1, seq_len)``.
 """
 
 from __future__ import annotations

