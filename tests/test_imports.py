@@ -157,10 +157,34 @@ def test_config_reaches_no_module_that_uses_a_config():
     assert not seen & users, sorted(seen & users)
 
 
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _private_uses(source: str) -> list[str]:
+    """``name._private`` where ``name`` was imported from one of our packages."""
+    tree = ast.parse(source)
+    ours: set[str] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import):
+            ours |= {a.asname or a.name.split(".")[0] for a in n.names if a.name.startswith(PACKAGES)}
+        elif isinstance(n, ast.ImportFrom) and (n.level or (n.module or "").startswith(PACKAGES)):
+            ours |= {a.asname or a.name for a in n.names}
+    return [ast.unparse(n) for n in ast.walk(tree) if isinstance(n, ast.Attribute) and _private(n.attr)
+            and isinstance(n.value, ast.Name) and n.value.id in ours]
+
+
+def test_the_private_use_finder_finds_one():
+    found = _private_uses("from lab import engine\nimport lab.io\nengine._x(); self._y; lab._z")
+    assert sorted(found) == ["engine._x", "lab._z"]
+
+
 def test_no_private_name_is_imported_across_modules():
-    private = sorted(f"{m} imports {name} from {t}" for m, t, name in _imports(_modules())
-                     if name and name.startswith("_") and not name.startswith("__"))
+    private = sorted(f"{m} imports {name} from {t}" for m, t, name in _imports(_modules()) if name and _private(name))
     assert private == []
+    # nor reached through a module or class imported from another of ours: other._helper(...)
+    reached = [f"{m}: {use}" for m, f in _modules().items() for use in _private_uses(f.read_text(encoding="utf-8"))]
+    assert reached == []
 
 
 @pytest.mark.parametrize("pkg", ["lab", "apps"])
