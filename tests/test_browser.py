@@ -230,7 +230,8 @@ def test_read_a_dropped_document_and_markup_stays_text(served, browser):
     ARTIFACTS.mkdir(exist_ok=True)
     page, errors = _open(browser, url)
     base = load(run_dir / "config.yaml")
-    assert _funnel_rows(page) == _want_rows(run_dir, base)
+    want = _want_rows(run_dir, base)
+    assert _wait_for(page, lambda: _funnel_rows(page) == want), (_funnel_rows(page), want)
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")  # no horizontal scroll
     first = query.documents(run_dir, base, view="dropped", stage="gopher_quality", limit=20).row(0, named=True)
     shown = page.locator(".doc-text").first
@@ -372,7 +373,7 @@ def test_url_card_shows_what_the_lists_block_and_its_knob(served, browser):
     # the word-hits knob: its histogram and cutoff at 0, then one step right (a URL with 1 listed word passes)
     assert _wait_for(page, lambda: _shows_cutoff(page, run_dir, base, knob, signal, 0))
     assert sum(_dropped_bars(run_dir, base, signal)) == 4  # 2 with listed words + 2 blocked (the stage's other rules)
-    assert _funnel_rows(page)["url"] == "4"
+    assert _wait_for(page, lambda: _funnel_rows(page).get("url") == "4")  # the table may render after the card
     _press(page, knob, "ArrowRight", 1)
     moved = knobs.apply(base, {knob: 1})
     assert _wait_for(page, lambda: _shows_cutoff(page, run_dir, moved, knob, signal, 1))
