@@ -303,7 +303,7 @@ def test_sigkill_of_a_worker_mid_run_changes_nothing(cluster, corpus, reference,
 # appends a line to $CORPUS_LAB_FAULT_LOG. Only the readers' ``open`` is replaced.
 FAULT = '''
 import builtins, errno, os
-import lab.io.readers
+import lab.io.storage
 
 _open = builtins.open
 
@@ -314,7 +314,7 @@ def _open_or_eio(file, *args, **kwargs):
         raise OSError(errno.EIO, os.strerror(errno.EIO), str(file))
     return _open(file, *args, **kwargs)
 
-lab.io.readers.open = _open_or_eio
+lab.io.storage.open = _open_or_eio
 '''
 
 

@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from lab.errors import ConfigError
+from lab.io import storage
 from lab.io.inputs import InputConfig
 
 JSONL_SUFFIXES = (".jsonl", ".json", ".ndjson")
@@ -38,7 +39,7 @@ class Listing:
     roots: list[str] = field(default_factory=list)  # per input: the absolute directory its sources are relative to
     files: list[list[tuple[str, int, str]]] = field(default_factory=list)  # per input: (source, bytes, format), sorted
     skipped: list[dict] = field(default_factory=list)  # {"input", "path", "reason"}, in the order met
-    _seen: dict[int, tuple[int, str]] = field(default_factory=dict, repr=False)  # file identity -> (input, source)
+    _seen: dict[int | str, tuple[int, str]] = field(default_factory=dict, repr=False)  # identity -> (input, source)
 
     def summary(self) -> str:
         """One line for the user, "" when nothing was skipped.
@@ -126,6 +127,8 @@ def _identity(st: os.stat_result) -> int:
 
 
 def _expand(i: int, inp: InputConfig, out: Listing) -> tuple[str, list[tuple[str, int, str]]]:
+    if storage.is_url(inp.path):
+        return _expand_url(i, inp, out)
     path = os.path.expanduser(inp.path)
     where = f"inputs[{i}].path={inp.path!r}"
     found: list[tuple[str, int, str]] = []
@@ -173,6 +176,67 @@ def _expand(i: int, inp: InputConfig, out: Listing) -> tuple[str, list[tuple[str
                           "fix the path or remove the input")
     found.sort()
     return root, found
+
+
+def _expand_url(i: int, inp: InputConfig, out: Listing) -> tuple[str, list[tuple[str, int, str]]]:
+    """An input named by URL: its objects listed through fsspec (a prefix is walked whole, a glob matched as
+    a local one is); each object is identified by its URL."""
+    where = f"inputs[{i}].path={inp.path!r}"
+    fs, path = storage.filesystem(inp.path)
+    fs.invalidate_cache()  # a listing is of the store as it is now, not as this process saw it before
+    found: list[tuple[str, int, str]] = []
+    try:
+        if GLOB_MAGIC.search(path):
+            root = "/".join(p for p in path.split("/")[: next(k for k, part in enumerate(path.split("/"))
+                                                              if GLOB_MAGIC.search(part))])
+            match = _GlobMatch(path, root)
+            entries = fs.find(root, detail=True) if fs.isdir(root) else {}
+            wanted = {k: v for k, v in entries.items()
+                      if match.wanted(k[len(root):].lstrip("/"), is_dir=False)}
+            named = {k: match.named(k[len(root):].lstrip("/")) for k in wanted}
+        elif fs.isdir(path):
+            root, wanted = path.rstrip("/"), fs.find(path, detail=True)
+            named = dict.fromkeys(wanted, False)
+        elif fs.isfile(path):
+            root, wanted = path.rpartition("/")[0], {path: fs.info(path)}
+            named = {path: True}
+        else:
+            raise ConfigError(f"{where} does not exist; fix the URL or remove the input")
+    except (OSError, PermissionError) as e:
+        raise ConfigError(f"{where} cannot be listed: {e}; check the URL, the endpoint and the credentials") from None
+    base = fs.unstrip_protocol(root)
+    for key in sorted(wanted):
+        info, rel = wanted[key], key[len(root):].lstrip("/")
+        full = storage.join(base, rel)
+        if info.get("type", "file") != "file":
+            continue
+        if any(part.startswith(".") for part in rel.split("/")):
+            out.skipped.append({"input": i, "path": full, "reason": "hidden"})
+            continue
+        if named[key]:  # named by the URL itself, or by the glob: an explicit format applies as is
+            fmt = inp.format if inp.format != "auto" else format_of(rel)
+            if fmt is None and len(wanted) == 1 and not GLOB_MAGIC.search(path):
+                raise ConfigError(f"{where}: cannot tell the format of {rel!r} from its extension; set "
+                                  f"inputs[{i}].format to jsonl, parquet, text or warc")
+            fmt = fmt or "text"
+        else:
+            fmt = _dir_format(inp.format, rel)
+        if fmt is None:
+            out.skipped.append({"input": i, "path": full, "reason": f"not a {inp.format} file (inputs[{i}].format="
+                                                                    f"{inp.format}; its files end in "
+                                                                    f"{', '.join(_suffixes(inp.format))})"})
+            continue
+        first = out._seen.get(full)
+        if first is not None:
+            out.skipped.append({"input": i, "path": full, "reason": f"duplicate of inputs[{first[0]}] {first[1]} "
+                                                                    "(the same object, read once)"})
+            continue
+        out._seen[full] = (i, rel)
+        found.append((rel, int(info.get("size") or 0), fmt))
+    if not found and not _all_duplicates(out.skipped):
+        raise ConfigError(f"{where} holds no object to read; point it at a prefix or glob with input files")
+    found.sort()
+    return base, found
 
 
 def _all_duplicates(skipped: list[dict]) -> bool:

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from lab.doc import Doc
+from lab.io import storage
 from lab.io.decoding import UTF8_BOM, bom, decode_file, decode_utf8, decode_web
 from lab.io.inputs import IngestConfig, InputConfig
 from lab.io.listing import text_name
@@ -55,10 +56,10 @@ def _whole_files(part: Partition, inp: InputConfig, ingest: IngestConfig) -> Ite
     was listed is a Reject, not a failed task; any other I/O error (EIO, a stale network handle) fails the
     task, which is retried and then quarantined like any partition."""
     for rel, fmt in part.whole_files():
-        full = os.path.join(part.path, rel)
+        full = storage.join(part.path, rel)
         try:
-            size = os.path.getsize(full)
-            with open(full, "rb"):
+            size = storage.size(full)
+            with storage.open_input(full):
                 pass
         except (FileNotFoundError, PermissionError, IsADirectoryError) as e:
             rel = text_name(rel)
@@ -237,7 +238,7 @@ class _Stream(io.RawIOBase):
 def read_jsonl(part: Partition, inp: InputConfig, ingest: IngestConfig) -> Iterator[Doc | Reject]:
     """One document per line; a plain file may be read as the byte range ``[start, end)``."""
     where = part.source
-    with open(part.path, "rb") as f:
+    with storage.open_input(part.path) as f:
         codec = _codec(f)
         first, stop = 0, None
         if codec == "none":  # only plain files are split into byte ranges
@@ -377,7 +378,7 @@ def read_parquet(part: Partition, inp: InputConfig, ingest: IngestConfig) -> Ite
 
     fix = "re-create the file or remove it from the inputs"
     try:
-        pf = pq.ParquetFile(part.path)
+        pf = pq.ParquetFile(storage.source(part.path))
         meta = pf.metadata
         names = pf.schema_arrow.names
     except (pa.ArrowException, OSError) as e:
@@ -514,12 +515,12 @@ def read_text(part: Partition, inp: InputConfig, ingest: IngestConfig) -> Iterat
     like a WARC response. source = the file's relative path, locator 0. A file with a NUL byte in its first
     ``BINARY_PROBE`` bytes (and no UTF-16 BOM) is binary: a Reject."""
     rel = part.source
-    size = os.path.getsize(part.path)
+    size = storage.size(part.path)
     if size > ingest.max_doc_bytes:
         yield Reject(rel, 0, f"{rel}: document of {size} bytes exceeds ingest.max_doc_bytes={ingest.max_doc_bytes}",
                      size)
         return
-    with open(part.path, "rb") as f:
+    with storage.open_input(part.path) as f:
         data = f.read(ingest.max_doc_bytes + 1)
     mark = bom(data)
     nul = data.find(b"\0", 0, BINARY_PROBE) if mark is None or mark[0] == "utf-8" else -1  # UTF-16 text has NULs
@@ -550,7 +551,7 @@ def read_warc(part: Partition, inp: InputConfig, ingest: IngestConfig) -> Iterat
     """
     from fastwarc.warc import ArchiveIterator, WarcRecordType
 
-    with open(part.path, "rb") as f:
+    with storage.open_input(part.path) as f:
         codec = _codec(f)
         stream = _Stream(_chunks(f, codec))
         last = -1  # offset of the last record read whole

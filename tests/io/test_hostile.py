@@ -239,11 +239,14 @@ def test_parquet_rows_are_read_in_bounded_batches(tmp_path):
         inp = InputConfig(str(path))
         parts = plan([inp], IngestConfig())  # a task holds at most ingest.partition_docs rows, even in one group
         assert [(p.start, p.end) for p in parts] == ([(0, -1)] if rows == 20_000 else [(0, 50_000), (50_000, -1)])
-        tracemalloc.start()
-        n = sum(1 for p in parts for _ in read(p, inp, IngestConfig()))
-        peaks[rows] = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
-        assert n == rows
+        peaks[rows] = []
+        for _ in range(2):  # the lower of two: another thread of the process may allocate meanwhile
+            tracemalloc.start()
+            n = sum(1 for p in parts for _ in read(p, inp, IngestConfig()))
+            peaks[rows].append(tracemalloc.get_traced_memory()[1])
+            tracemalloc.stop()
+            assert n == rows
+        peaks[rows] = min(peaks[rows])
     assert peaks[100_000] < 1.5 * peaks[20_000] and peaks[100_000] < 8 * 2**20, peaks
 
 
