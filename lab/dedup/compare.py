@@ -107,6 +107,15 @@ def _merge(x: int, y: int) -> str:
     return _GAP[min(x, y)]
 
 
+def _between(wa: list[str], wb: list[str], anchors, a0: int, a1: int, b0: int, b1: int, out: list) -> None:
+    """Align the spans before, between and after the anchor pairs (word x of a equals word y of b)."""
+    i, j = a0, b0
+    for x, y in anchors:
+        _align(wa, wb, i, x, j, y, out)
+        i, j = x + 1, y + 1
+    _align(wa, wb, i, a1, j, b1, out)
+
+
 def _align(wa: list[str], wb: list[str], a0: int, a1: int, b0: int, b1: int, out: list) -> None:
     """Append the changed blocks ``(i1, i2, j1, j2)`` between ``wa[a0:a1]`` and ``wb[b0:b1]`` to ``out``."""
     while a0 < a1 and b0 < b1 and wa[a0] == wb[b0]:  # common prefix and suffix
@@ -119,11 +128,7 @@ def _align(wa: list[str], wb: list[str], a0: int, a1: int, b0: int, b1: int, out
         return
     anchors = _anchors(wa, wb, a0, a1, b0, b1)
     if anchors:
-        i, j = a0, b0
-        for x, y in anchors:
-            _align(wa, wb, i, x, j, y, out)
-            i, j = x + 1, y + 1
-        _align(wa, wb, i, a1, j, b1, out)
+        _between(wa, wb, anchors, a0, a1, b0, b1, out)
         return
     # no word occurs once on each side: difflib, unless the equal-word pairs it would compare exceed the
     # budget (very repetitive text, where its first longest match is often at the wrong offset): then
@@ -133,11 +138,7 @@ def _align(wa: list[str], wb: list[str], a0: int, a1: int, b0: int, b1: int, out
     if pairs > DIFF_PAIR_BUDGET:
         anchors = _in_place(wa, wb, a0, a1, b0, b1)
         if anchors:
-            i, j = a0, b0
-            for x, y in anchors:
-                _align(wa, wb, i, x, j, y, out)
-                i, j = x + 1, y + 1
-            _align(wa, wb, i, a1, j, b1, out)
+            _between(wa, wb, anchors, a0, a1, b0, b1, out)
             return
     chunks = max(1, math.ceil(math.sqrt(pairs / DIFF_PAIR_BUDGET)))
     for c in range(chunks):
