@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from lab.config import Config, EngineConfig, InputConfig, build, load
-from lab.errors import ConfigError, DiskFullError, IntegrityError, LabError, RunStateError
+from lab.errors import ConfigError, DiskFullError, IntegrityError, LabError, RunStateError, StoreUnreachableError
 from lab.stages import near_dedup
 
 # exit statuses, by what the user does next (README "Exit codes"); argparse's usage errors are 2 too
@@ -29,9 +29,10 @@ EXIT_BAD_INPUT = 2  # fix the config, the flag or the path (ConfigError, a path 
 EXIT_RUN_STATE = 3  # run the missing step first, or wait for the process writing the run (RunStateError)
 EXIT_INTEGRITY = 4  # a file differs from what the run recorded: rerun the step or restore it (IntegrityError)
 EXIT_DISK_FULL = 5  # free space and rerun: it resumes (DiskFullError)
+EXIT_STORE = 6  # the object store does not answer: check the endpoint, rerun: it resumes (StoreUnreachableError)
 EXIT_INTERRUPTED = 130  # Ctrl-C: rerun the same command to resume
 EXIT_CODES = ((ConfigError, EXIT_BAD_INPUT), (RunStateError, EXIT_RUN_STATE), (IntegrityError, EXIT_INTEGRITY),
-              (DiskFullError, EXIT_DISK_FULL))
+              (DiskFullError, EXIT_DISK_FULL), (StoreUnreachableError, EXIT_STORE))
 from lab.io.run import RunLayout
 
 
@@ -85,21 +86,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     from lab import engine, query
 
     args.run_dir = cfg.run_dir  # for the line an interruption prints
+    shown = cfg.run_url or cfg.run_dir  # a run in object storage is named by its URL
     manifest = engine.run(cfg, progress=not args.no_progress, overwrite=args.overwrite,
                           client=engine.INPROCESS if args.in_process else None)
     t = manifest["totals"]
     lr = manifest["last_run"]
-    print(f"run {cfg.run_dir}: {t['docs']} documents, {t['rejected']} rejected records "
+    print(f"run {shown}: {t['docs']} documents, {t['rejected']} rejected records "
           f"({lr['partitions_run']} partitions run, {lr['partitions_reused']} reused, {lr['seconds']:.1f} s)")
     if manifest["inputs"]["summary"]:
         print(f"corpus-lab: note: {manifest['inputs']['summary']} (each with why: manifest.json inputs.skipped, "
-              f"{cfg.run_dir}/inputs.parquet)", file=sys.stderr)
+              f"{shown}/inputs.parquet)", file=sys.stderr)
     st = lr["steps"]
     print(f"  near dedup {st['near_dedup']}; tokenizer {st['tokenizer']}; tokenize "
           f"{st['tokenize']['partitions_run']} partitions; materialize {st['materialize']}")
     if t["docs"] == 0:
         print(f"corpus-lab: error: no documents were read from the inputs ({t['rejected']} rejected records); "
-              f"the first reasons (all of them: corpus-lab rejects {cfg.run_dir}):", file=sys.stderr)
+              f"the first reasons (all of them: corpus-lab rejects {shown}):", file=sys.stderr)
         for row in query.reject_reasons(cfg.run_dir).head(5).iter_rows(named=True):
             print(f"  {row['records']} x {row['reason']}, e.g. {', '.join(row['examples'])}", file=sys.stderr)
         return EXIT_FAILED
@@ -108,7 +110,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from lab.io.run import RunLayout
         from lab.io.writers import read_json
 
-        print(f"{len(quarantined)} partition(s) quarantined (in {cfg.run_dir}/rejects/, counted as rejected; "
+        print(f"{len(quarantined)} partition(s) quarantined (in {shown}/rejects/, counted as rejected; "
               "the next run tries them again):", file=sys.stderr)
         for p in quarantined[:10]:
             why = read_json(RunLayout(cfg.run_dir).done(p["key"])).get("error", "")
@@ -135,8 +137,13 @@ def _print_recall(cfg: Config, threshold: float | None = None) -> None:
 
 
 def _run_dir(path: str) -> Path:
-    """A run directory given on the command line, or a clear error."""
-    run_dir = Path(path)
+    """A run directory given on the command line (a URL: this process's working copy of it, brought up to
+    date), or a clear error."""
+    from lab.io import mirror, storage
+
+    run_dir = mirror.working_copy(path).path if storage.is_url(path) else Path(path)
+    if storage.is_url(path):
+        mirror.working_copy(path).pull()
     if not (run_dir / "config.yaml").is_file():
         raise ConfigError(f"{str(run_dir)!r} is not a run directory (no config.yaml); make one with `corpus-lab run` "
                           "(runs/<name>; the embedded sample goes to runs/sample)")
@@ -653,7 +660,9 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        return args.func(args)
+        code = args.func(args)
+        _store_back(args)
+        return code
     except BrokenPipeError:  # the reader went away (| head): stop quietly, as other command-line tools do
         import os
 
@@ -668,15 +677,35 @@ def main(argv: list[str] | None = None) -> int:
     except LabError as e:
         print(f"corpus-lab: error: {_one_line(str(e))}", file=sys.stderr)
         return exit_code(e)
-    except OSError as e:  # unwritable output directory, full disk, vanished input
-        import errno
+    except Exception as e:  # noqa: BLE001 - a store's client raises connection errors of its own
+        if not StoreUnreachableError.is_unreachable(e):
+            if isinstance(e, OSError):
+                return _os_error(e)
+            raise
+        err = StoreUnreachableError.wrap(e, str(getattr(args, "run_dir", None) or "the inputs"))
+        print(f"corpus-lab: error: {_one_line(str(err))}", file=sys.stderr)
+        return EXIT_STORE
 
-        fix = {errno.EROFS: "; write the run elsewhere (--output-dir) or remount the filesystem read-write",
-               errno.EACCES: "; write the run elsewhere (--output-dir) or give this user write permission",
-               errno.ENOTDIR: "; a file is in the way of a directory the run needs: move it or choose another "
-                              "--output-dir"}.get(e.errno, "")
-        print(f"corpus-lab: error: {e.strerror or e}: {e.filename or ''}".rstrip(": ") + fix, file=sys.stderr)
-        return EXIT_DISK_FULL if DiskFullError.is_disk_full(e) else EXIT_BAD_INPUT
+
+def _os_error(e: OSError) -> int:
+    """An unwritable output directory, a full disk, a vanished input: one line naming the path and the fix."""
+    import errno
+
+    fix = {errno.EROFS: "; write the run elsewhere (--output-dir) or remount the filesystem read-write",
+           errno.EACCES: "; write the run elsewhere (--output-dir) or give this user write permission",
+           errno.ENOTDIR: "; a file is in the way of a directory the run needs: move it or choose another "
+                          "--output-dir"}.get(e.errno, "")
+    print(f"corpus-lab: error: {e.strerror or e}: {e.filename or ''}".rstrip(": ") + fix, file=sys.stderr)
+    return EXIT_DISK_FULL if DiskFullError.is_disk_full(e) else EXIT_BAD_INPUT
+
+
+def _store_back(args: argparse.Namespace) -> None:
+    """A command on a run in object storage: what it wrote there (labels, a model, a table) goes to the store."""
+    from lab.io import mirror, storage
+
+    run = getattr(args, "run", None)
+    if isinstance(run, str) and storage.is_url(run):
+        mirror.working_copy(run).push()
 
 
 def exit_code(error: LabError) -> int:

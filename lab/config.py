@@ -261,7 +261,20 @@ class Config:
 
     @property
     def run_dir(self) -> Path:
+        """Where the run is read and written: its directory, or for a run in object storage (``output_dir`` a
+        URL) this process's working copy of it (``lab.io.mirror``)."""
+        if self.run_url:
+            from lab.io.mirror import local_path
+
+            return local_path(self.run_url)
         return Path(self.output_dir) / self.name
+
+    @property
+    def run_url(self) -> str | None:
+        """The run directory's URL when ``output_dir`` is in object storage (``s3://bucket/runs``), else None."""
+        from lab.io.storage import is_url, join
+
+        return join(self.output_dir, self.name) if is_url(self.output_dir) else None
 
     def stage(self, name: str) -> Any:
         return getattr(self.stages, name)

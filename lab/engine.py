@@ -24,8 +24,9 @@ from typing import Any, Callable, Iterator, Protocol
 from lab import __version__, dedup, manifest, steps
 from lab.annotate import REPORT_EVERY_S, annotate_partition
 from lab.config import Config
-from lab.errors import ConfigError, DiskFullError
-from lab.io.lock import RunLock
+from lab.errors import ConfigError, DiskFullError, StoreUnreachableError
+from lab.io import mirror
+from lab.io.lock import RunLock, StoreLease
 from lab.io.partitions import Partition
 from lab.io.run import RunLayout
 from lab.plan import costs
@@ -317,6 +318,55 @@ def executor_for(cfg: Config, client: object | None = None) -> Iterator[Executor
         yield client
 
 
+# --- tasks on a stored run --------------------------------------------------------------------------
+
+
+class Stored:
+    """A run directory in object storage as its tasks see it: the run's ``url``, the driver's working copy
+    ``root`` (the run-directory argument the tasks are given) and what a task reads (prefixes of the run).
+    A task pulls what it reads into its own process's working copy, runs there, and pushes what it wrote;
+    the driver pushes before the tasks start and pulls after."""
+
+    def __init__(self, url: str, root: str, reads: tuple[str, ...] = ()) -> None:
+        self.url, self.root, self.reads = url, root, reads
+
+    def reading(self, *reads: str) -> Stored:
+        return Stored(self.url, self.root, reads)
+
+
+def _stored(cfg: Config, layout: RunLayout) -> Stored | None:
+    return Stored(cfg.run_url, str(layout.root)) if cfg.run_url else None
+
+
+def _local(fn: Callable, args: tuple, old: str, new: str) -> tuple[Callable, tuple]:
+    """``fn`` and ``args`` with the driver's run directory ``old`` replaced by this process's ``new``."""
+    swap = tuple(new if isinstance(a, str) and a == old else a for a in args)
+    if isinstance(fn, functools.partial):
+        inner, inner_args = _local(fn.func, fn.args, old, new)
+        fn = functools.partial(inner, *inner_args, **fn.keywords)
+    return fn, swap
+
+
+def _task(fn: Callable, stored: Stored | None, key: str, *args: Any, **kw: Any) -> Any:
+    """``fn(*args)`` on a worker: in this process's working copy of a stored run; a store that does not
+    answer raises ``StoreUnreachableError`` (never a partition's failure)."""
+    try:
+        if stored is None:
+            return fn(*args, **kw)
+        wc = mirror.working_copy(stored.url)
+        if stored.reads:
+            wc.pull(*stored.reads)
+        fn, args = _local(fn, args, stored.root, str(wc.path))
+        out = fn(*args, **kw)
+        wc.push()
+        return out
+    except Exception as e:  # noqa: BLE001 - a store's client raises its own connection errors
+        wrapped = StoreUnreachableError.wrap(e, stored.url if stored else "an input")
+        if wrapped is e:
+            raise
+        raise wrapped from None
+
+
 # --- map_tasks ---------------------------------------------------------------------------------------
 
 
@@ -331,7 +381,8 @@ def map_tasks(ex: Executor, fn: Callable, tasks: dict[str, tuple], *, prefix: st
               sizes: dict[str, int] | None = None, reports: str | None = None,
               on_error: Callable[[str, BaseException], Any] | None = None,
               on_result: Callable[[str, Any], None] | None = None, gather: bool = True,
-              cost: tuple[str, str] | None = None) -> list:
+              cost: tuple[str, str] | None = None, stored: Stored | None = None,
+              reads: Callable[[str], tuple[str, ...]] | None = None) -> list:
     """``fn(*args)`` for every ``key -> args`` of ``tasks`` on ``ex``; the results in the order of ``tasks``.
 
     - ``prefix``: task keys are ``{prefix}-{key}`` (name the run and its state in it: two runs on one
@@ -344,6 +395,9 @@ def map_tasks(ex: Executor, fn: Callable, tasks: dict[str, tuple], *, prefix: st
       together); ``gather=False`` returns the task handles instead of the results (to pass to
       further tasks, the results staying where they are).
     - ``cost``: ``(step, run_dir)``: each task records its CPU seconds for the step (``lab.plan.costs``).
+    - ``stored``: the run is in object storage: the driver pushes first; each task pulls what it reads
+      (``reads(key)``: prefixes of the run) and pushes what it writes; the driver pulls what they wrote
+      when all are done.
     """
     sizes = sizes or {}
     shown = dict.fromkeys(tasks, 0)  # of each task's size, what the bar shows (reports may overshoot a
@@ -357,8 +411,12 @@ def map_tasks(ex: Executor, fn: Callable, tasks: dict[str, tuple], *, prefix: st
 
     channel = ex.reports(reports, advance) if reports else None
     def task(key: str) -> Callable:
-        return fn if cost is None else functools.partial(costs.costed, fn, cost[0], cost[1], key)
+        inner = fn if cost is None else functools.partial(costs.costed, fn, cost[0], cost[1], key)
+        here = stored.reading(*reads(key)) if stored is not None and reads is not None else stored
+        return functools.partial(_task, inner, here, key)
 
+    if stored is not None:
+        mirror.working_copy(stored.url).push()
     handles = {ex.submit(task(key), *args, key=f"{prefix}-{key}", retries=retries, reports=channel, item=key): key
                for key, args in tasks.items()}
     order = {key: i for i, key in enumerate(tasks)}
@@ -384,6 +442,8 @@ def map_tasks(ex: Executor, fn: Callable, tasks: dict[str, tuple], *, prefix: st
     except BaseException:
         ex.cancel(list(handles))
         raise
+    if stored is not None:
+        mirror.working_copy(stored.url).pull()
     return [out[key] for key in tasks]
 
 
@@ -399,7 +459,7 @@ def run(cfg: Config, *, progress: bool = True, overwrite: bool = False, client: 
     if client is None and cfg.engine.scheduler:  # connect before anything is written
         with client_for(cfg) as c:
             return run(cfg, progress=progress, overwrite=overwrite, client=c)
-    with RunLock(cfg.run_dir):
+    with StoreLease(cfg.run_url) if cfg.run_url else RunLock(cfg.run_dir):
         return _run(cfg, progress=progress, overwrite=overwrite, client=client)
 
 
@@ -417,10 +477,12 @@ def in_process(cfg: Config, input_bytes: int) -> bool:
 
 
 def _run(cfg: Config, *, progress: bool, overwrite: bool, client: object | None) -> dict:
+    if cfg.run_url:  # the driver's working copy of a stored run, up to date before anything is compared
+        mirror.working_copy(cfg.run_url).pull()
     layout, parts, listing = steps.prepare(cfg, overwrite=overwrite)
     if client is None and in_process(cfg, sum(p.size for p in parts)):
         client = INPROCESS
-    if client is not None and client != INPROCESS and cfg.engine.scheduler:
+    if client is not None and client != INPROCESS and cfg.engine.scheduler and not cfg.run_url:
         _check_run_dir_shared(getattr(client, "client", client), layout)
     shash = cfg.signals_hash()
     buckets = steps.n_buckets(cfg, parts)
@@ -441,7 +503,10 @@ def _run(cfg: Config, *, progress: bool, overwrite: bool, client: object | None)
         with executor_for(cfg, client) as ex:
             _run_all(ex, cfg, layout, parts, todo, buckets, did, fps, progress=progress)
     steps.sweep_temporary(layout.root)  # every task is over: a killed worker's unfinished files
-    return manifest.write(cfg, layout, parts, steps=did, seconds=time.time() - started, listing=listing)
+    out = manifest.write(cfg, layout, parts, steps=did, seconds=time.time() - started, listing=listing)
+    if cfg.run_url:
+        mirror.working_copy(cfg.run_url).push()  # the manifest last: the stored run is complete
+    return out
 
 
 def _run_all(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Partition], todo: list[Partition],
@@ -478,6 +543,8 @@ def _annotate(ex: Executor, cfg: Config, layout: RunLayout, todo: list[Partition
     docs = 0
 
     def quarantine(key: str, error: BaseException) -> dict:
+        if StoreUnreachableError.is_unreachable(error):  # the store, not the partition: stop; a rerun resumes
+            raise StoreUnreachableError.wrap(error, cfg.run_url or parts[key].source)
         if DiskFullError.is_disk_full(error):  # the disk, not the partition: stop; a rerun resumes
             if not isinstance(error, DiskFullError):
                 error = DiskFullError.writing(error.filename or layout.root)
@@ -495,7 +562,7 @@ def _annotate(ex: Executor, cfg: Config, layout: RunLayout, todo: list[Partition
     try:
         map_tasks(ex, annotate_partition, tasks, prefix=f"annotate-{run_id}", retries=cfg.engine.retries, bar=bar,
                   sizes={p.key: p.size for p in todo}, reports=f"progress-annotate-{run_id}" if progress else None,
-                  on_error=quarantine, on_result=count)
+                  on_error=quarantine, on_result=count, stored=_stored(cfg, layout), reads=lambda k: ("decontam",))
     finally:
         bar.close()
 
@@ -515,19 +582,26 @@ def _near_dedup(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Partit
     run_id = _run_id(layout, cfg.signals_hash(), state["partitions"])
     bar = _bar(progress, buckets, desc="near dedup", unit="bucket")
     cost = ("near_dedup_shuffle", root)
+    stored = _stored(cfg, layout)
+    reads = ("dedup/bands", "dedup/signatures", "dedup/shingles")
     try:
         forests = map_tasks(ex, dedup.reduce_bucket, {str(b): (root, b, keys, nd) for b in range(buckets)},
-                            prefix=f"lsh-reduce-{run_id}", retries=cfg.engine.retries, bar=bar, gather=False, cost=cost)
+                            prefix=f"lsh-reduce-{run_id}", retries=cfg.engine.retries, bar=bar, gather=False, cost=cost,
+                            stored=stored, reads=lambda k: reads)
         level = 0
         while len(forests) > 1:  # pairwise tree: no task holds more than two forests
-            forests = [ex.submit(functools.partial(costs.costed, dedup.merge_forests, *cost, f"msf-{level}-{i}"),
+            forests = [ex.submit(functools.partial(_task, functools.partial(costs.costed, dedup.merge_forests, *cost,
+                                                                            f"msf-{level}-{i}"), stored, ""),
                                  *forests[i:i + 2], key=f"msf-{run_id}-{level}-{i}")
                        if i + 1 < len(forests) else forests[i] for i in range(0, len(forests), 2)]
             level += 1
-        nodes = ex.result(ex.submit(functools.partial(costs.costed, dedup.write_clusters, *cost, "clusters"), root, forests[0],
-                                    key=f"clusters-{run_id}"))
+        nodes = ex.result(ex.submit(functools.partial(_task, functools.partial(costs.costed, dedup.write_clusters, *cost,
+                                                                               "clusters"), stored, ""),
+                                    root, forests[0], key=f"clusters-{run_id}"))
     finally:
         bar.close()
+    if stored is not None:
+        mirror.working_copy(stored.url).pull()
     steps.dedup_finish(layout, state, buckets, nodes, time.time() - started)
     clock.finish(inprocess=isinstance(ex, InProcessExecutor))
     return True
@@ -552,10 +626,14 @@ def _boilerplate(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Parti
     bar = _bar(progress, buckets + len(keys), desc="boilerplate", unit="task")
     cost = ("boilerplate_merge", root)
     try:
+        stored = _stored(cfg, layout)
         rows = map_tasks(ex, linecount.reduce_bucket, {f"reduce-{b}": (root, b, keys) for b in range(buckets)},
-                         prefix=f"lines-reduce-{run_id}", retries=cfg.engine.retries, bar=bar, cost=cost)
+                         prefix=f"lines-reduce-{run_id}", retries=cfg.engine.retries, bar=bar, cost=cost,
+                         stored=stored, reads=lambda k: ("boilerplate/counts",))
         map_tasks(ex, linecount.signal_partition, {f"signal-{k}": (root, k, min_docs) for k in keys},
-                  prefix=f"lines-signal-{run_id}", retries=cfg.engine.retries, bar=bar, cost=cost)
+                  prefix=f"lines-signal-{run_id}", retries=cfg.engine.retries, bar=bar, cost=cost, stored=stored,
+                  reads=lambda k: ("boilerplate/merged", f"signals/part-{k[7:]}.parquet",
+                                   f"boilerplate/lines/part-{k[7:]}.parquet"))
     finally:
         bar.close()
     steps.boilerplate_finish(layout, state, int(sum(rows)), time.time() - started)
@@ -587,7 +665,9 @@ def _tokenize(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Partitio
     try:
         map_tasks(ex, tokenize.tokenize_partition,
                   {k: (str(layout.root), k, sha, strip, steps.tokenize_reads(layout, k, sha, strip)) for k in keys},
-                  prefix=f"tokenize-{run_id}", retries=cfg.engine.retries, bar=bar, cost=("tokenize", str(layout.root)))
+                  prefix=f"tokenize-{run_id}", retries=cfg.engine.retries, bar=bar, cost=("tokenize", str(layout.root)),
+                  stored=_stored(cfg, layout), reads=lambda k: ("tokenizer", f"docs/part-{k}.parquet", "boilerplate/merged",
+                                                                f"boilerplate/lines/part-{k}.parquet"))
     finally:
         bar.close()
     clock.finish(inprocess=isinstance(ex, InProcessExecutor))
@@ -610,12 +690,15 @@ def _materialize(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Parti
     bar = _bar(progress, len(job.keys) + job.n_batches, desc="materialize", unit="task")
     try:
         cost = ("materialize", root)
+        stored = _stored(cfg, layout)
         map_tasks(ex, materialize.scatter_partition,
                   {f"scatter-{k}": (root, k, job.sha256, dest, job.n_batches) for k in job.keys},
-                  prefix=f"tokens-scatter-{run_id}", retries=cfg.engine.retries, bar=bar, cost=cost)
+                  prefix=f"tokens-scatter-{run_id}", retries=cfg.engine.retries, bar=bar, cost=cost, stored=stored,
+                  reads=lambda k: (f"tokenized/part-{k[8:]}.parquet",))
         infos = map_tasks(ex, materialize.write_one_shard,
                           {f"{t.split}-{t.index}": (root, job.keys, t, job.dtype, job.eod, job.pad_id) for t in job.shards},
-                          prefix=f"tokens-shard-{run_id}", retries=cfg.engine.retries, bar=bar, cost=cost)
+                          prefix=f"tokens-shard-{run_id}", retries=cfg.engine.retries, bar=bar, cost=cost, stored=stored,
+                          reads=lambda k: (f"{materialize.staging(layout).name}/shuffle",))
     finally:
         bar.close()
     materialize.finish(cfg, layout, job, infos, steps.materialize_reads(cfg, layout, parts))

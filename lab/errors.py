@@ -6,6 +6,8 @@
 - ``IntegrityError``: a file is not what the run or its format says (a tokenizer's sha256, a truncated
   shard, a JSON file that does not parse); the message names the file and the fix. Exits 4.
 - ``DiskFullError``: the run's filesystem is full: free space and rerun (it resumes). Exits 5.
+- ``StoreUnreachableError``: the object store of the inputs or the run does not answer: check the
+  endpoint and the network, then rerun (it resumes). Exits 6.
 
 Programming errors stay ``ValueError``/``TypeError``/``AssertionError``. A partition that fails while it
 is read is no error of this kind: the engine quarantines it in ``rejects/`` and goes on.
@@ -58,3 +60,55 @@ class DiskFullError(LabError):
         """
         return isinstance(error, DiskFullError) or (
             isinstance(error, OSError) and error.errno in (errno.ENOSPC, errno.EDQUOT))
+
+
+class StoreUnreachableError(LabError):
+    """The object store holding the inputs or the run does not answer (connection refused, timed out, no
+    route): stop the run, never quarantine a partition for it; a rerun resumes from what was committed."""
+
+    @classmethod
+    def wrap(cls, error: BaseException, where: str) -> BaseException:
+        """``error`` as this error naming the endpoint, when it is a connection failure; else ``error``."""
+        if isinstance(error, cls) or not cls.is_unreachable(error):
+            return error
+        endpoint = _endpoint(error) or where
+        return cls(f"cannot reach the object store at {endpoint} (for {where}): {_root(error)}; check that the "
+                   "endpoint is up and reachable from this machine (and AWS_ENDPOINT_URL or the store's own "
+                   "settings), then rerun the same command: it resumes from the partitions already committed")
+
+    @staticmethod
+    def is_unreachable(error: BaseException) -> bool:
+        """Whether ``error`` (or what caused it) is a failure to connect to a server.
+
+        >>> StoreUnreachableError.is_unreachable(OSError("x")), StoreUnreachableError.is_unreachable(
+        ...     ConnectionRefusedError(111, "refused"))
+        (False, True)
+        """
+        for e in _chain(error):
+            name = type(e).__name__
+            if isinstance(e, (ConnectionError, StoreUnreachableError)) or name in (
+                    "EndpointConnectionError", "ConnectTimeoutError", "ClientConnectorError", "ServerDisconnectedError",
+                    "ConnectionClosedError", "ServerTimeoutError"):
+                return True
+        return False
+
+
+def _chain(error: BaseException):
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        yield error
+        error = error.__cause__ or error.__context__
+
+
+def _endpoint(error: BaseException) -> str | None:
+    for e in _chain(error):
+        url = getattr(e, "kwargs", {}).get("endpoint_url") if isinstance(getattr(e, "kwargs", None), dict) else None
+        if url:
+            return str(url).split("?")[0]
+    return None
+
+
+def _root(error: BaseException) -> str:
+    last = list(_chain(error))[-1]
+    return f"{type(last).__name__}: {last}"

@@ -18,7 +18,7 @@ import pytest
 
 from lab import cli, sample
 from lab.config import load, save
-from lab.errors import ConfigError, IntegrityError, LabError, NotReadyError, RunStateError
+from lab.errors import ConfigError, IntegrityError, LabError, NotReadyError, RunStateError, StoreUnreachableError
 from lab.io.run import RunLayout
 
 
@@ -56,9 +56,10 @@ def untokenized_run(tmp_path_factory) -> Path:
 def test_each_class_is_a_lab_error_with_its_exit_status():
     assert issubclass(NotReadyError, RunStateError) and issubclass(IntegrityError, LabError)
     assert not issubclass(NotReadyError, ConfigError) and not issubclass(IntegrityError, ConfigError)
-    codes = {cls: cli.exit_code(cls("x")) for cls in (ConfigError, RunStateError, NotReadyError, IntegrityError)}
-    assert codes == {ConfigError: 2, RunStateError: 3, NotReadyError: 3, IntegrityError: 4}
-    assert len(set(code for _, code in cli.EXIT_CODES) | {cli.EXIT_FAILED, cli.EXIT_INTERRUPTED}) == 6
+    codes = {cls: cli.exit_code(cls("x")) for cls in (ConfigError, RunStateError, NotReadyError, IntegrityError,
+                                                      StoreUnreachableError)}
+    assert codes == {ConfigError: 2, RunStateError: 3, NotReadyError: 3, IntegrityError: 4, StoreUnreachableError: 6}
+    assert len(set(code for _, code in cli.EXIT_CODES) | {cli.EXIT_FAILED, cli.EXIT_INTERRUPTED}) == 7
 
 
 # --- 2: bad input ------------------------------------------------------------------------------------

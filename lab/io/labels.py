@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lab.errors import ConfigError, IntegrityError
+from lab.io import mirror
 from lab.io.lock import NAME as LOCK_NAME
 from lab.io.run import RunLayout
 from lab.io.writers import atomic
@@ -100,6 +101,7 @@ def _write(layout: RunLayout, table: pa.Table, name: str, metadata: dict[str, st
         os.fsync(fd)
     finally:
         os.close(fd)
+    mirror.push_if_copy(layout.root)  # a run in object storage: the label is stored when this returns
     return path
 
 
@@ -144,6 +146,7 @@ def remove(layout: RunLayout, names: list[str]) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+    mirror.push_if_copy(layout.root)
 
 
 def remove_stale_temporaries(layout: RunLayout, *, older_than: float = 3600.0) -> int:

@@ -5,6 +5,10 @@ it ends (no stale lock after a crash or a kill). The file names its holder (proc
 start time, command) for the error a second writer gets at once, instead of both runs writing
 the same partitions. ``clear_run`` leaves the file in place: a rerun with ``--overwrite`` keeps
 holding the lock it took before clearing. A finished run leaves the file empty.
+
+A run directory in object storage has no ``flock``: ``StoreLease`` holds it with a lease object
+(``RUN/.lock``) written by a conditional put (create only if absent), renewed while the run lasts and
+deleted at its end; a holder that died lets go when its lease expires (``LEASE_S``).
 """
 
 from __future__ import annotations
@@ -14,12 +18,17 @@ import json
 import os
 import socket
 import sys
+import threading
 import time
+import uuid
 from pathlib import Path
 
-from lab.errors import RunStateError
+from lab.errors import RunStateError, StoreUnreachableError
+from lab.io import storage
 
 NAME = ".lock"
+LEASE_S = 60.0  # a stored run's lease lasts this long unless renewed (every LEASE_S / 4 while the run lasts)
+_let_go: set[str] = set()  # leases this process held and gave up without deleting them (the store was unreachable)
 
 
 class RunLock:
@@ -62,6 +71,86 @@ class RunLock:
         fcntl.flock(self.fd, fcntl.LOCK_UN)
         os.close(self.fd)
         self.fd = None
+
+
+class StoreLease:
+    """``with StoreLease(url):`` — hold the stored run directory ``url`` or raise ``RunStateError`` naming
+    the holder and when its lease runs out."""
+
+    def __init__(self, url: str, lease_s: float = LEASE_S) -> None:
+        self.url, self.lease_s = url.rstrip("/"), lease_s
+        self.fs, root = storage.filesystem(self.url)
+        self.path = f"{root.rstrip('/')}/{NAME}"
+        self.etag: str | None = None
+        self.token, self.started = uuid.uuid4().hex, time.time()
+        self.lost = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def _holder(self) -> bytes:
+        return json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "started": self.started,
+                           "expires": time.time() + self.lease_s, "token": self.token,
+                           "command": " ".join(sys.argv)[:500]}).encode()
+
+    def _put(self, data: bytes, **cond) -> str:
+        out = self.fs.pipe_file(self.path, data, **cond)
+        etag = out.get("ETag") if isinstance(out, dict) else None
+        return etag or self.fs.info(self.path).get("ETag", "")
+
+    def __enter__(self) -> StoreLease:
+        try:
+            try:
+                self.etag = self._put(self._holder(), mode="create")
+            except FileExistsError:
+                self.fs.invalidate_cache(self.path)
+                info = self.fs.info(self.path)
+                holder = _loads(self.fs.cat_file(self.path))
+                if holder.get("expires", 0) > time.time() and holder.get("token") not in _let_go:
+                    until = time.strftime("%H:%M:%S UTC", time.gmtime(holder["expires"]))
+                    raise RunStateError(f"{self.url} is being written by another run ({describe(holder)}; its lease "
+                                        f"runs to {until} and is renewed while it runs); wait for it to finish, stop "
+                                        "it, or write this run to another --output-dir") from None
+                try:  # the holder stopped renewing: take the lease over, unless another process just did
+                    self.etag = self._put(self._holder(), IfMatch=info.get("ETag"))
+                except OSError:
+                    raise RunStateError(f"{self.url}: another run took over the expired lease just now; wait for "
+                                        "it to finish or write this run to another --output-dir") from None
+        except RunStateError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a store's client raises its own connection errors
+            raise StoreUnreachableError.wrap(e, self.url) from e
+        self._thread = threading.Thread(target=self._renew, name="corpus-lab-lease", daemon=True)
+        self._thread.start()
+        return self
+
+    def _renew(self) -> None:
+        while not self._stop.wait(self.lease_s / 4):
+            try:
+                self.etag = self._put(self._holder(), IfMatch=self.etag)
+            except Exception:  # noqa: BLE001 - unreachable for now, or taken over: tried again next time
+                if self.fs.exists(self.path) and self.fs.info(self.path).get("ETag") != self.etag:
+                    self.lost = True
+                    print(f"corpus-lab: warning: the lease on {self.url} was taken over by another run",
+                          file=sys.stderr)
+                    return
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        try:
+            self.fs.invalidate_cache(self.path)
+            if not self.lost and self.fs.info(self.path).get("ETag") == self.etag:
+                self.fs.rm_file(self.path)
+        except Exception:  # noqa: BLE001 - the store is gone: the lease runs out by itself, or this process
+            _let_go.add(self.token)  # takes it over at once
+
+
+def _loads(data: bytes) -> dict:
+    try:
+        return json.loads(data.decode() or "{}")
+    except ValueError:
+        return {}
 
 
 def _read(fd: int) -> dict:

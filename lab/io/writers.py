@@ -35,6 +35,7 @@ def atomic(path: Path) -> Iterator[Path]:
     """
     tmp = path.with_name(f".tmp-{uuid.uuid4().hex}-{path.name}")
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)  # a working copy of a stored run has only what it fetched
         yield tmp
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())

@@ -28,6 +28,7 @@ from lab import dedup
 from lab.config import Config, load
 from lab.dedup.forest import GRID
 from lab.errors import ConfigError, NotReadyError
+from lab.io import mirror, storage
 from lab.io.run import RunLayout
 from lab.io.schema import numeric_signals
 from lab.io.writers import read_json
@@ -101,6 +102,11 @@ def open_run(run: str | Path | Run, *, in_memory: bool = False, refresh: bool = 
     """The process-wide ``Run`` for a run directory (cached; ``refresh`` re-reads the files)."""
     if isinstance(run, Run):
         return run
+    if isinstance(run, str) and storage.is_url(run):  # a stored run: read in this process's working copy
+        wc = mirror.working_copy(run)
+        if refresh or (str(wc.path), in_memory) not in _runs:
+            wc.pull()
+        run = wc.path
     root = Path(run).resolve()
     layout = RunLayout(root)
     if not any(layout.signals.glob("part-*.parquet")):

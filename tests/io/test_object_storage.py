@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import filecmp
 import json
-import socket
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("s3fs")
-moto_server = pytest.importorskip("moto.server")
+pytest.importorskip("moto.server")
 
 from lab import engine  # noqa: E402
 from lab.config import Config, EngineConfig, InputConfig  # noqa: E402
@@ -27,35 +26,6 @@ from lab.io.listing import list_inputs  # noqa: E402
 # what a run writes about its own making (timings, what it read, its config): the data is everything else
 NOT_DATA = ("stats/", "done.json", "manifest.json", "config.yaml", "inputs.parquet", "tokenizer/fit.json",
             "tokenized/part-")
-
-
-@pytest.fixture(scope="module")
-def s3(synthetic_src):
-    """A bucket ``corpus`` holding the synthetic sample under ``synthetic/``, on a server of this test's own."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    endpoint = f"http://127.0.0.1:{port}"
-    env = {"AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "AWS_DEFAULT_REGION": "us-east-1",
-           "AWS_ENDPOINT_URL": endpoint, "FSSPEC_S3_ENDPOINT_URL": endpoint}
-    mp = pytest.MonkeyPatch()
-    for k, v in env.items():
-        mp.setenv(k, v)
-    import fsspec
-    import s3fs
-
-    fsspec.config.set_conf_env(fsspec.config.conf)  # FSSPEC_S3_* read now, as a new process would
-    fs = s3fs.S3FileSystem(endpoint_url=endpoint)
-    fs.mkdir("corpus")
-    fs.put(str(synthetic_src), "corpus/synthetic", recursive=True)
-    s3fs.S3FileSystem.clear_instance_cache()
-    yield fs
-    s3fs.S3FileSystem.clear_instance_cache()
-    mp.undo()
-    fsspec.config.conf.pop("s3", None)
-    server.stop()
 
 
 def _run(tmp_path: Path, name: str, path: str) -> Path:
