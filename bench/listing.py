@@ -2,7 +2,11 @@
 listed, cut into partitions and hashed (``lab.steps.prepare`` and ``lab.steps.fingerprints``: the driver's
 work before the first task), in a process of its own whose peak RSS GNU time reports.
 
+With ``--store`` the files are objects under one prefix of an S3-compatible server (moto's, started in this
+process, the objects put straight into its backend), and the driver lists them over HTTP by URL.
+
     .venv/bin/python bench/listing.py --files 1000000 [--dir bench/out/listing] [--out bench/out/listing.json]
+    .venv/bin/python bench/listing.py --store --files 1000000 --out bench/out/listing_store.json
 """
 
 from __future__ import annotations
@@ -43,20 +47,55 @@ def make(root: Path, files: int) -> None:
     marker.write_text(str(files))
 
 
+def store(files: int) -> tuple[object, dict]:
+    """A moto S3 server on a free port holding ``files`` one-line objects under ``s3://listing/in/``."""
+    import os
+    import socket
+
+    from moto.s3.models import s3_backends
+    from moto.server import ThreadedMotoServer
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    import logging
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    backend = s3_backends["123456789012"]["global"]
+    backend.create_bucket("listing", "us-east-1")
+    for i in range(files):
+        backend.put_object("listing", f"in/d{i // 1000:04d}/{i:07d}.jsonl", b'{"text": "record %d"}\n' % i)
+    endpoint = f"http://127.0.0.1:{port}"
+    env = {**os.environ, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
+           "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": endpoint, "FSSPEC_S3_ENDPOINT_URL": endpoint}
+    return server, env
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--files", type=int, default=1_000_000)
     ap.add_argument("--dir", default="bench/out/listing")
     ap.add_argument("--out", default="bench/out/listing.json")
+    ap.add_argument("--store", action="store_true", help="list objects of a local S3-compatible server instead")
     args = ap.parse_args()
     root = Path(args.dir).resolve()
     started = time.time()
-    make(root / "in", args.files)
+    server, env = None, None
+    if args.store:
+        server, env = store(args.files)
+        where = "s3://listing/in"
+    else:
+        make(root / "in", args.files)
+        where = str(root / "in")
     made = time.time() - started
-    r, wall, rss = gnu_time([sys.executable, "-c", DRIVER, str(root / "in"), str(root / "runs")])
+    r, wall, rss = gnu_time([sys.executable, "-c", DRIVER, where, str(root / "runs")], env=env)
+    if server is not None:
+        server.stop()
     if r.returncode != 0:
         raise SystemExit(r.stderr[-3000:])
-    out = {"files": args.files, "make_s": round(made, 1), "driver": r.stdout.strip(), "wall_s": wall,
+    out = {"files": args.files, "where": "s3 (moto)" if args.store else "local disk", "make_s": round(made, 1), "driver": r.stdout.strip(), "wall_s": wall,
            "max_rss_mb": rss}
     print(out)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -478,7 +478,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     run_dir = _run_dir(args.run)
     from apps import dashboard
 
-    print(f"corpus-lab dashboard for {run_dir} on http://{args.address}:{args.port}/ (Ctrl-C stops it)", flush=True)
+    shown = args.run if run_dir != Path(args.run) else run_dir  # a stored run by its URL
+    print(f"corpus-lab dashboard for {shown} on http://{args.address}:{args.port}/ (Ctrl-C stops it)", flush=True)
     dashboard.serve(run_dir, address=args.address, port=args.port, basic_auth=args.basic_auth, config=args.config)
     return 0
 
@@ -639,7 +640,7 @@ def parser() -> argparse.ArgumentParser:
     fe.set_defaults(func=cmd_fertility)
 
     sv = sub.add_parser("serve", help="serve the dashboard for a run (localhost by default)")
-    sv.add_argument("run", nargs="?", default="runs/sample", help="run directory (default runs/sample)")
+    sv.add_argument("run", nargs="?", default="runs/sample", help="run directory or its URL (default runs/sample)")
     sv.add_argument("--address", default="127.0.0.1", help="address to listen on (0.0.0.0 for a team)")
     sv.add_argument("--port", type=int, default=5006)
     sv.add_argument("--config", help="open pages at this config's thresholds (e.g. RUN/calibrated.yaml from "

@@ -131,7 +131,7 @@ def fingerprints(layout: RunLayout, parts: list[Partition], listing: Listing) ->
     """Each partition's input fingerprint (``lab.io.partitions.fingerprint``: its files' SHA-256, read once
     per run), and ``inputs.parquet``: every file found under the inputs, read (size, SHA-256, partition)
     or skipped (why), written as it is hashed so that the driver holds no list of a million files."""
-    hashes: dict[str, tuple[int, str]] = {}
+    hashes = {url: known for url, known in listing.stored.items() if known[1]}  # objects: the tag their listing gave
     fps: dict[str, dict] = {}
     seen: set[str] = set()  # files cut into ranges: listed once
     with ParquetStream(layout.inputs, INPUTS_SCHEMA) as out:

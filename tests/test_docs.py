@@ -50,6 +50,12 @@ NOT_RUN = {
         "`corpus-lab run --scheduler` against a real `dask scheduler` and `dask worker` processes",
     ("docs/cluster.md", "dask scheduler                                                     # on one machine"):
         "starts a scheduler and workers that serve until stopped; tests/test_cluster.py starts them the same way",
+    ("docs/cluster.md", "corpus-lab run --config exported.yaml --scheduler tcp://HOST:8786 --output-dir s3://my-bucket/runs"):
+        "needs a Dask cluster and a bucket; tests/io/test_stored_run.py runs a scheduler and two workers as "
+        "processes of their own, sharing nothing but a local S3-compatible server",
+    ("docs/run-layout.md", "corpus-lab run --config chosen.yaml --output-dir s3://my-bucket/runs --scheduler tcp://HOST:8786"):
+        "needs a bucket and a cluster; tests/io/test_stored_run.py runs the same commands (run, check, the query "
+        "package by URL) against a local S3-compatible server",
     ("docs/design.md", 'tokens = np.memmap("shard-00000.bin", dtype=np.uint16, mode="r").reshape(-1, seq_len)'):
         "a fragment of the shard format (i and seq_len come from the prose); docs/tokens.md runs the same read "
         "on a real shard",

@@ -40,6 +40,7 @@ class Listing:
     files: list[list[tuple[str, int, str]]] = field(default_factory=list)  # per input: (source, bytes, format), sorted
     skipped: list[dict] = field(default_factory=list)  # {"input", "path", "reason"}, in the order met
     _seen: dict[int | str, tuple[int, str]] = field(default_factory=dict, repr=False)  # identity -> (input, source)
+    stored: dict[str, tuple[int, str]] = field(default_factory=dict, repr=False)  # object URL -> (size, tag) listed
 
     def summary(self) -> str:
         """One line for the user, "" when nothing was skipped.
@@ -179,43 +180,31 @@ def _expand(i: int, inp: InputConfig, out: Listing) -> tuple[str, list[tuple[str
 
 
 def _expand_url(i: int, inp: InputConfig, out: Listing) -> tuple[str, list[tuple[str, int, str]]]:
-    """An input named by URL: its objects listed through fsspec (a prefix is walked whole, a glob matched as
-    a local one is); each object is identified by its URL."""
+    """An input named by URL: its objects listed through fsspec, a page at a time (a prefix is walked whole, a
+    glob matched as a local one is); each object is identified by its URL, its content by the listing's tag."""
     where = f"inputs[{i}].path={inp.path!r}"
     fs, path = storage.filesystem(inp.path)
     fs.invalidate_cache()  # a listing is of the store as it is now, not as this process saw it before
     found: list[tuple[str, int, str]] = []
-    try:
-        if GLOB_MAGIC.search(path):
-            root = "/".join(p for p in path.split("/")[: next(k for k, part in enumerate(path.split("/"))
-                                                              if GLOB_MAGIC.search(part))])
-            match = _GlobMatch(path, root)
-            entries = fs.find(root, detail=True) if fs.isdir(root) else {}
-            wanted = {k: v for k, v in entries.items()
-                      if match.wanted(k[len(root):].lstrip("/"), is_dir=False)}
-            named = {k: match.named(k[len(root):].lstrip("/")) for k in wanted}
-        elif fs.isdir(path):
-            root, wanted = path.rstrip("/"), fs.find(path, detail=True)
-            named = dict.fromkeys(wanted, False)
-        elif fs.isfile(path):
-            root, wanted = path.rpartition("/")[0], {path: fs.info(path)}
-            named = {path: True}
-        else:
-            raise ConfigError(f"{where} does not exist; fix the URL or remove the input")
-    except (OSError, PermissionError) as e:
-        raise ConfigError(f"{where} cannot be listed: {e}; check the URL, the endpoint and the credentials") from None
+    glob = bool(GLOB_MAGIC.search(path))
+    if glob:
+        root = "/".join(p for p in path.split("/")[: next(k for k, part in enumerate(path.split("/"))
+                                                          if GLOB_MAGIC.search(part))])
+        match = _GlobMatch(path, root)
+    else:
+        root = path.rstrip("/")
     base = fs.unstrip_protocol(root)
-    for key in sorted(wanted):
-        info, rel = wanted[key], key[len(root):].lstrip("/")
+    listed = 0
+
+    def take(key: str, info: dict, named: bool) -> None:
+        rel = key[len(root):].lstrip("/")
         full = storage.join(base, rel)
-        if info.get("type", "file") != "file":
-            continue
         if any(part.startswith(".") for part in rel.split("/")):
             out.skipped.append({"input": i, "path": full, "reason": "hidden"})
-            continue
-        if named[key]:  # named by the URL itself, or by the glob: an explicit format applies as is
+            return
+        if named:  # named by the URL itself, or by the glob: an explicit format applies as is
             fmt = inp.format if inp.format != "auto" else format_of(rel)
-            if fmt is None and len(wanted) == 1 and not GLOB_MAGIC.search(path):
+            if fmt is None and not glob:
                 raise ConfigError(f"{where}: cannot tell the format of {rel!r} from its extension; set "
                                   f"inputs[{i}].format to jsonl, parquet, text or warc")
             fmt = fmt or "text"
@@ -225,15 +214,37 @@ def _expand_url(i: int, inp: InputConfig, out: Listing) -> tuple[str, list[tuple
             out.skipped.append({"input": i, "path": full, "reason": f"not a {inp.format} file (inputs[{i}].format="
                                                                     f"{inp.format}; its files end in "
                                                                     f"{', '.join(_suffixes(inp.format))})"})
-            continue
+            return
         first = out._seen.get(full)
         if first is not None:
             out.skipped.append({"input": i, "path": full, "reason": f"duplicate of inputs[{first[0]}] {first[1]} "
                                                                     "(the same object, read once)"})
-            continue
+            return
+        size = int(info.get("size") or 0)
         out._seen[full] = (i, rel)
-        found.append((rel, int(info.get("size") or 0), fmt))
+        out.stored[full] = (size, storage.tag(info))
+        found.append((rel, size, fmt))
+
+    itself = None  # the URL names one object
+    try:
+        for key, info in storage.objects(fs, root):
+            if key.rstrip("/") == root:
+                itself = info
+                continue
+            listed += 1
+            if not glob or match.wanted(key[len(root):].lstrip("/"), is_dir=False):
+                take(key, info, glob and match.named(key[len(root):].lstrip("/")))
+        if not listed and not glob:
+            if itself is None:
+                raise ConfigError(f"{where} does not exist; fix the URL or remove the input")
+            root = path.rpartition("/")[0]
+            base = fs.unstrip_protocol(root)
+            take(path, itself, True)
+    except (OSError, PermissionError) as e:
+        raise ConfigError(f"{where} cannot be listed: {e}; check the URL, the endpoint and the credentials") from None
     if not found and not _all_duplicates(out.skipped):
+        if glob and not listed:
+            raise ConfigError(f"{where} does not exist; fix the URL or remove the input")
         raise ConfigError(f"{where} holds no object to read; point it at a prefix or glob with input files")
     found.sort()
     return base, found

@@ -66,15 +66,14 @@ class WorkingCopy:
         for prefix in prefixes or ("",):
             where = f"{root}/{prefix}".rstrip("/")
             try:
-                listed = fs.find(where, detail=True)
+                for p, info in storage.objects(fs, where):
+                    rel = p[len(root) + 1:] if p.startswith(root + "/") else None
+                    if rel:
+                        found[rel] = (storage.tag(info) or f"size:{info.get('size')}", int(info.get("size") or 0))
             except FileNotFoundError:
-                listed = {}
-            except OSError as e:
+                pass
+            except Exception as e:  # noqa: BLE001 - a store's client raises its own connection errors
                 raise StoreUnreachableError.wrap(e, self.url) from e
-            for p, info in listed.items():
-                rel = p[len(root) + 1:] if p.startswith(root + "/") else None
-                if rel and info.get("type", "file") != "directory":
-                    found[rel] = (storage.tag(info) or f"size:{info.get('size')}", int(info.get("size") or 0))
         return found
 
     # --- pull and push --------------------------------------------------------------------------------

@@ -267,7 +267,7 @@ def fingerprint(part: Partition, hashes: dict[str, tuple[int, str]] | None = Non
     total = 0
     names = part.files if part.files else (part.source,)
     for name, full in zip(names, files_of(part)):
-        known = hashes.get(full) if hashes is not None and not part.files else None
+        known = hashes.get(full) if hashes is not None else None  # (a stored object's: its listing's tag)
         if known is None:
             known = storage.content_id(full) if storage.is_url(full) else (os.stat(full).st_size, content_hash(full))
             if hashes is not None and not part.files:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from typing import IO, Any
 
 from lab.errors import ConfigError
@@ -62,6 +63,29 @@ def size(path: str) -> int:
         return os.path.getsize(path)
     fs, p = filesystem(path)
     return int(fs.size(p))
+
+
+def objects(fs: Any, root: str) -> Iterator[tuple[str, dict]]:
+    """(path, info) of every object under the prefix ``root``, a page of the store's listing at a time on S3
+    (a million objects are never held at once); through ``fs.find`` on other filesystems."""
+    if getattr(fs, "protocol", None) and "s3" in fs.protocol and hasattr(fs, "call_s3"):
+        bucket, _, prefix = root.strip("/").partition("/")
+        kw = {"Bucket": bucket, "Prefix": prefix}
+        while True:
+            page = fs.call_s3("list_objects_v2", **kw)
+            for c in page.get("Contents", []):
+                if not prefix or c["Key"] == prefix or c["Key"].startswith(prefix + "/"):  # the object, or under it
+                    yield f"{bucket}/{c['Key']}", {"size": c["Size"], "ETag": c.get("ETag"), "type": "file"}
+            if not page.get("IsTruncated"):
+                return
+            kw["ContinuationToken"] = page["NextContinuationToken"]
+    try:
+        listed = fs.find(root, detail=True)
+    except FileNotFoundError:
+        return
+    for path, info in listed.items():
+        if info.get("type", "file") == "file":
+            yield path, info
 
 
 def tag(info: dict) -> str:

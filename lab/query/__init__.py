@@ -80,7 +80,7 @@ from lab.query.neardup import (
     pair_jaccard,
 )
 from lab.query.reports import contamination, top_domains, urls
-from lab.query.run import FUNNEL_STAGES, GROUP_BY, INGEST, Run
+from lab.query.run import FUNNEL_STAGES, GROUP_BY, INGEST, Run, run_dir
 from lab.query.tokens import (
     fertility,
     fertility_comparison,
@@ -111,7 +111,7 @@ __all__ = [
     "labelled_drops", "labels", "languages", "loader_telemetry", "member_status", "mixture_plan",
     "mixture_report", "mixture_rows", "near_drops", "open_run", "packing", "page_bounds", "page_count",
     "pair_jaccard", "predicate", "prepare", "quantiles", "reason_counts", "reason_counts_by_partition",
-    "reject_reasons", "reject_rows", "rules_of", "sample_texts", "signal_histogram", "signal_ranges",
+    "reject_reasons", "reject_rows", "rules_of", "run_dir", "sample_texts", "signal_histogram", "signal_ranges",
     "signal_rows", "signal_summary", "stage_precision", "telemetry_steps", "token_counts", "tokenizer_sample",
     "top_domains", "unknown_doc_ids", "urls", "warm",
 ]

@@ -98,6 +98,16 @@ def sample_order(seed: int) -> str:
     return f"hash(doc_id, {int(seed)}), doc_id"
 
 
+def run_dir(where: str | Path, base: str | Path = ".") -> Path:
+    """The directory to read a run from: a path (relative to ``base``) as it is; a URL (``s3://...``) this
+    process's working copy of the stored run, brought up to date (``lab.io.mirror``)."""
+    if isinstance(where, str) and storage.is_url(where):
+        wc = mirror.working_copy(where)
+        wc.pull()
+        return wc.path
+    return Path(base) / where
+
+
 def open_run(run: str | Path | Run, *, in_memory: bool = False, refresh: bool = False) -> Run:
     """The process-wide ``Run`` for a run directory (cached; ``refresh`` re-reads the files)."""
     if isinstance(run, Run):

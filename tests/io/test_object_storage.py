@@ -92,3 +92,15 @@ def test_a_url_whose_package_is_missing_names_the_extra(monkeypatch):
     monkeypatch.setattr(fsspec.core, "url_to_fs", missing)
     with pytest.raises(ConfigError, match=r"corpus-lab\[gcs\]"):
         list_inputs([InputConfig(path="gs://bucket/corpus")])
+
+
+def test_an_object_is_identified_by_its_listing_without_asking_the_store_again(s3, tmp_path, monkeypatch):
+    def asked(url):
+        raise AssertionError(f"asked the store again for {url}")
+
+    monkeypatch.setattr(storage, "content_id", asked)  # the listing's ETag and size are the object's identity
+    m = _run(tmp_path, "listed", "s3://corpus/synthetic")
+    assert m.exists() and m.joinpath("manifest.json").exists()
+    one = list_inputs([InputConfig(path="s3://corpus/synthetic/documents.jsonl")])
+    assert one.roots == ["s3://corpus/synthetic"] and [f for f, _, _ in one.files[0]] == ["documents.jsonl"]
+    assert one.stored["s3://corpus/synthetic/documents.jsonl"][1].startswith("ETag:")

@@ -67,9 +67,15 @@ def _assert_same_data(s3, url: str, on_disk: Path, into: Path) -> None:
     assert a["funnel"] == b["funnel"] and a["totals"] == b["totals"]
 
 
-def test_a_run_in_the_store_equals_the_run_on_disk(s3, on_disk, tmp_path, capsys):
+@pytest.fixture(scope="module")
+def stored(s3) -> tuple[Config, dict]:
+    """The run with inputs and run directory in the store: its config and manifest."""
     cfg = _cfg("s3://runs/whole", "sample", "s3://corpus/synthetic", n_workers=1)
-    first = engine.run(cfg, progress=False, client=engine.INPROCESS)
+    return cfg, engine.run(cfg, progress=False, client=engine.INPROCESS)
+
+
+def test_a_run_in_the_store_equals_the_run_on_disk(s3, stored, on_disk, tmp_path, capsys):
+    cfg, first = stored
     assert first["last_run"]["partitions_run"] >= 4
     _assert_same_data(s3, "s3://runs/whole/sample", on_disk, tmp_path / "fetched")
     assert not s3.exists("runs/whole/sample/.lock")  # the lease is given back
@@ -81,6 +87,47 @@ def test_a_run_in_the_store_equals_the_run_on_disk(s3, on_disk, tmp_path, capsys
     assert stored.equals(query.funnel(on_disk, cfg, raw=True))
     assert cli_main(["check", "s3://runs/whole/sample"]) == 0
     assert "every output matches" in capsys.readouterr().out
+
+
+def test_the_notebooks_and_the_dashboard_open_a_stored_run(s3_server, stored, tmp_path, monkeypatch):
+    import nbformat
+    from nbclient import NotebookClient
+
+    root = Path(__file__).resolve().parents[2]
+    spec = tmp_path / "jupyter" / "kernels" / "python3"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({"argv": [sys.executable, "-m", "ipykernel_launcher", "-f",
+                                                           "{connection_file}"], "language": "python"}))
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    monkeypatch.setenv("CORPUS_LAB_RUN", "s3://runs/whole/sample")
+    path = root / "notebooks" / "01_explore_thresholds.ipynb"
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(nb, kernel_name="python3", timeout=120, startup_timeout=60,
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert "corpus-lab-run-" in printed or "/runs/" in printed  # RUN: a working copy of the stored run
+    import socket
+    import urllib.request
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "lab.cli", "serve", "s3://runs/whole/sample", "--port", str(port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline, page = time.monotonic() + 120, ""
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as r:
+                    page = r.read().decode()
+                break
+            except OSError:
+                time.sleep(0.5)
+        assert "corpus-lab" in page, f"no dashboard for the stored run: {proc.poll()=}"
+    finally:
+        proc.terminate()
+        out = proc.communicate(timeout=30)[0]
+    assert "s3://runs/whole/sample" in out
 
 
 def test_one_writer_at_a_time_by_a_lease_in_the_store(s3):
