@@ -18,7 +18,7 @@ import hashlib
 import os
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any, Callable, Iterator, Protocol
 
 from lab import __version__, dedup, manifest, steps
@@ -367,6 +367,40 @@ def _task(fn: Callable, stored: Stored | None, key: str, *args: Any, **kw: Any) 
         raise wrapped from None
 
 
+# --- where the time goes ----------------------------------------------------------------------------
+
+
+class Timeline:
+    """Wall seconds of one invocation's phases: each phase whole, and the part of it during which its tasks
+    ran (``map_tasks``); the rest is serial, the driver's alone, what more workers cannot shorten. Written
+    to the manifest as ``last_run.timeline``."""
+
+    def __init__(self) -> None:
+        self.wall: dict[str, float] = {}
+        self.tasks: dict[str, float] = {}
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        t = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.wall[name] = self.wall.get(name, 0.0) + time.perf_counter() - t
+
+    def tasks_ran(self, name: str, seconds: float) -> None:
+        self.tasks[name] = self.tasks.get(name, 0.0) + seconds
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        """phase -> wall, tasks and serial seconds, in the order the phases ran.
+
+        >>> t = Timeline(); t.wall["annotate"] = 10.0; t.tasks_ran("annotate", 9.5)
+        >>> t.summary()
+        {'annotate': {'wall': 10.0, 'tasks': 9.5, 'serial': 0.5}}
+        """
+        return {k: {"wall": round(w, 3), "tasks": round(self.tasks.get(k, 0.0), 3),
+                    "serial": round(max(w - self.tasks.get(k, 0.0), 0.0), 3)} for k, w in self.wall.items()}
+
+
 # --- map_tasks ---------------------------------------------------------------------------------------
 
 
@@ -382,7 +416,8 @@ def map_tasks(ex: Executor, fn: Callable, tasks: dict[str, tuple], *, prefix: st
               on_error: Callable[[str, BaseException], Any] | None = None,
               on_result: Callable[[str, Any], None] | None = None, gather: bool = True,
               cost: tuple[str, str] | None = None, stored: Stored | None = None,
-              reads: Callable[[str], tuple[str, ...]] | None = None) -> list:
+              reads: Callable[[str], tuple[str, ...]] | None = None,
+              clock: Callable[[float], None] | None = None) -> list:
     """``fn(*args)`` for every ``key -> args`` of ``tasks`` on ``ex``; the results in the order of ``tasks``.
 
     - ``prefix``: task keys are ``{prefix}-{key}`` (name the run and its state in it: two runs on one
@@ -398,6 +433,7 @@ def map_tasks(ex: Executor, fn: Callable, tasks: dict[str, tuple], *, prefix: st
     - ``stored``: the run is in object storage: the driver pushes first; each task pulls what it reads
       (``reads(key)``: prefixes of the run) and pushes what it writes; the driver pulls what they wrote
       when all are done.
+    - ``clock(seconds)``: told how long the tasks ran, from the first submitted to the last finished.
     """
     sizes = sizes or {}
     shown = dict.fromkeys(tasks, 0)  # of each task's size, what the bar shows (reports may overshoot a
@@ -417,6 +453,7 @@ def map_tasks(ex: Executor, fn: Callable, tasks: dict[str, tuple], *, prefix: st
 
     if stored is not None:
         mirror.working_copy(stored.url).push()
+    began = time.perf_counter()
     handles = {ex.submit(task(key), *args, key=f"{prefix}-{key}", retries=retries, reports=channel, item=key): key
                for key, args in tasks.items()}
     order = {key: i for i, key in enumerate(tasks)}
@@ -442,6 +479,8 @@ def map_tasks(ex: Executor, fn: Callable, tasks: dict[str, tuple], *, prefix: st
     except BaseException:
         ex.cancel(list(handles))
         raise
+    if clock is not None:
+        clock(time.perf_counter() - began)
     if stored is not None:
         mirror.working_copy(stored.url).pull()
     return [out[key] for key in tasks]
@@ -477,50 +516,66 @@ def in_process(cfg: Config, input_bytes: int) -> bool:
 
 
 def _run(cfg: Config, *, progress: bool, overwrite: bool, client: object | None) -> dict:
-    if cfg.run_url:  # the driver's working copy of a stored run, up to date before anything is compared
-        mirror.working_copy(cfg.run_url).pull()
-    layout, parts, listing = steps.prepare(cfg, overwrite=overwrite)
-    if client is None and in_process(cfg, sum(p.size for p in parts)):
-        client = INPROCESS
-    if client is not None and client != INPROCESS and cfg.engine.scheduler and not cfg.run_url:
-        _check_run_dir_shared(getattr(client, "client", client), layout)
-    shash = cfg.signals_hash()
-    buckets = steps.n_buckets(cfg, parts)
-    fps = steps.fingerprints(layout, parts, listing)  # every input file's content hash, read once per run
-    todo = [p for p in parts if not steps.partition_complete(layout, p, shash, buckets, fps[p.key])]
-    started = time.time()
-    dedup_state = steps.dedup_state(cfg, layout, parts, buckets)
-    did = {"annotate": {"partitions_run": len(todo), "partitions_reused": len(parts) - len(todo)},
-           "near_dedup": "reused", "boilerplate": "reused", "tokenizer": "reused" if cfg.tokenizer.enabled else "disabled",
-           "tokenize": {"partitions_run": 0}, "materialize": "reused" if cfg.tokenizer.enabled else "disabled",
-           # where the tasks ran: this process, a LocalCluster, or the scheduler's workers
-           "executor": "inprocess" if client == INPROCESS else "scheduler" if cfg.engine.scheduler
-           else "cluster" if client is None else "client"}
-    if (todo or not steps.dedup_complete(layout, dedup_state)
-            or not steps.boilerplate_complete(layout, steps.boilerplate_state(cfg, layout, parts, buckets))
-            or not steps.tokenize_complete(cfg, layout, parts)
-            or not steps.tokens_current(cfg, layout, parts)):
-        with executor_for(cfg, client) as ex:
-            _run_all(ex, cfg, layout, parts, todo, buckets, did, fps, progress=progress)
+    tl = Timeline()
+    with tl.phase("prepare"):  # listing, planning, fingerprints: before any task
+        if cfg.run_url:  # the driver's working copy of a stored run, up to date before anything is compared
+            mirror.working_copy(cfg.run_url).pull()
+        layout, parts, listing = steps.prepare(cfg, overwrite=overwrite)
+        if client is None and in_process(cfg, sum(p.size for p in parts)):
+            client = INPROCESS
+        if client is not None and client != INPROCESS and cfg.engine.scheduler and not cfg.run_url:
+            _check_run_dir_shared(getattr(client, "client", client), layout)
+        shash = cfg.signals_hash()
+        buckets = steps.n_buckets(cfg, parts)
+        fps = steps.fingerprints(layout, parts, listing)  # every input file's content hash, read once per run
+        todo = [p for p in parts if not steps.partition_complete(layout, p, shash, buckets, fps[p.key])]
+        started = time.time()
+        dedup_state = steps.dedup_state(cfg, layout, parts, buckets)
+        did = {"annotate": {"partitions_run": len(todo), "partitions_reused": len(parts) - len(todo)},
+               "near_dedup": "reused", "boilerplate": "reused",
+               "tokenizer": "reused" if cfg.tokenizer.enabled else "disabled",
+               "tokenize": {"partitions_run": 0}, "materialize": "reused" if cfg.tokenizer.enabled else "disabled",
+               # where the tasks ran: this process, a LocalCluster, or the scheduler's workers
+               "executor": "inprocess" if client == INPROCESS else "scheduler" if cfg.engine.scheduler
+               else "cluster" if client is None else "client"}
+        work = (todo or not steps.dedup_complete(layout, dedup_state)
+                or not steps.boilerplate_complete(layout, steps.boilerplate_state(cfg, layout, parts, buckets))
+                or not steps.tokenize_complete(cfg, layout, parts)
+                or not steps.tokens_current(cfg, layout, parts))
+    if work:
+        stack = ExitStack()
+        with tl.phase("cluster_start"):
+            ex = stack.enter_context(executor_for(cfg, client))
+        try:
+            _run_all(ex, cfg, layout, parts, todo, buckets, did, fps, tl, progress=progress)
+        finally:
+            with tl.phase("cluster_stop"):
+                stack.close()
     steps.sweep_temporary(layout.root)  # every task is over: a killed worker's unfinished files
-    out = manifest.write(cfg, layout, parts, steps=did, seconds=time.time() - started, listing=listing)
+    out = manifest.write(cfg, layout, parts, steps=did, seconds=time.time() - started, listing=listing,
+                         timeline=tl.summary())
     if cfg.run_url:
         mirror.working_copy(cfg.run_url).push()  # the manifest last: the stored run is complete
     return out
 
 
 def _run_all(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Partition], todo: list[Partition],
-             buckets: int, did: dict, fps: dict[str, dict], *, progress: bool) -> None:
-    """Every step whose inputs changed; ``did`` records what each step did (run or reused)."""
+             buckets: int, did: dict, fps: dict[str, dict], tl: Timeline, *, progress: bool) -> None:
+    """Every step whose inputs changed; ``did`` records what each step did (run or reused), ``tl`` how long
+    each took and how much of that its tasks ran."""
     if todo:
-        _annotate(ex, cfg, layout, todo, buckets, fps, progress=progress)
-    if _near_dedup(ex, cfg, layout, parts, buckets, progress=progress):
-        did["near_dedup"] = "computed"
-    if _boilerplate(ex, cfg, layout, parts, buckets, progress=progress):
-        did["boilerplate"] = "computed"
-    did.update(_tokenize(ex, cfg, layout, parts, progress=progress))
-    if _materialize(ex, cfg, layout, parts, progress=progress):
-        did["materialize"] = "computed"
+        with tl.phase("annotate"):
+            _annotate(ex, cfg, layout, todo, buckets, fps, tl, progress=progress)
+    with tl.phase("near_dedup"):
+        if _near_dedup(ex, cfg, layout, parts, buckets, tl, progress=progress):
+            did["near_dedup"] = "computed"
+    with tl.phase("boilerplate"):
+        if _boilerplate(ex, cfg, layout, parts, buckets, tl, progress=progress):
+            did["boilerplate"] = "computed"
+    did.update(_tokenize(ex, cfg, layout, parts, tl, progress=progress))
+    with tl.phase("materialize"):
+        if _materialize(ex, cfg, layout, parts, tl, progress=progress):
+            did["materialize"] = "computed"
 
 
 def _run_id(layout: RunLayout, *parts: str) -> str:
@@ -529,7 +584,7 @@ def _run_id(layout: RunLayout, *parts: str) -> str:
 
 
 def _annotate(ex: Executor, cfg: Config, layout: RunLayout, todo: list[Partition], buckets: int,
-              fps: dict[str, dict], *, progress: bool) -> None:
+              fps: dict[str, dict], tl: Timeline, *, progress: bool) -> None:
     """One annotate task per partition; a partition failing every attempt is quarantined, a full disk
     stops the run."""
     link = getattr(ex, "dashboard_link", None)
@@ -562,13 +617,14 @@ def _annotate(ex: Executor, cfg: Config, layout: RunLayout, todo: list[Partition
     try:
         map_tasks(ex, annotate_partition, tasks, prefix=f"annotate-{run_id}", retries=cfg.engine.retries, bar=bar,
                   sizes={p.key: p.size for p in todo}, reports=f"progress-annotate-{run_id}" if progress else None,
-                  on_error=quarantine, on_result=count, stored=_stored(cfg, layout), reads=lambda k: ("decontam",))
+                  on_error=quarantine, on_result=count, stored=_stored(cfg, layout), reads=lambda k: ("decontam",),
+                  clock=functools.partial(tl.tasks_ran, "annotate"))
     finally:
         bar.close()
 
 
-def _near_dedup(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Partition], buckets: int, *,
-                progress: bool) -> bool:
+def _near_dedup(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Partition], buckets: int, tl: Timeline,
+                *, progress: bool) -> bool:
     """The LSH shuffle's reduce tasks, then the spanning-forest merge tree and the grid clusters
     (unless the partitions they read are unchanged); whether it ran."""
     state = steps.dedup_state(cfg, layout, parts, buckets)
@@ -587,7 +643,7 @@ def _near_dedup(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Partit
     try:
         forests = map_tasks(ex, dedup.reduce_bucket, {str(b): (root, b, keys, nd) for b in range(buckets)},
                             prefix=f"lsh-reduce-{run_id}", retries=cfg.engine.retries, bar=bar, gather=False, cost=cost,
-                            stored=stored, reads=lambda k: reads)
+                            stored=stored, reads=lambda k: reads, clock=functools.partial(tl.tasks_ran, "near_dedup"))
         level = 0
         while len(forests) > 1:  # pairwise tree: no task holds more than two forests
             forests = [ex.submit(functools.partial(_task, functools.partial(costs.costed, dedup.merge_forests, *cost,
@@ -607,8 +663,8 @@ def _near_dedup(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Partit
     return True
 
 
-def _boilerplate(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Partition], buckets: int, *,
-                 progress: bool) -> bool:
+def _boilerplate(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Partition], buckets: int, tl: Timeline,
+                 *, progress: bool) -> bool:
     """The boilerplate-line count tables merged bucket by bucket (the near-dedup shuffle's buckets),
     then ``bp_line_frac`` per partition (``lab.linecount``), unless what they read is unchanged;
     whether it ran."""
@@ -629,11 +685,13 @@ def _boilerplate(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Parti
         stored = _stored(cfg, layout)
         rows = map_tasks(ex, linecount.reduce_bucket, {f"reduce-{b}": (root, b, keys) for b in range(buckets)},
                          prefix=f"lines-reduce-{run_id}", retries=cfg.engine.retries, bar=bar, cost=cost,
-                         stored=stored, reads=lambda k: ("boilerplate/counts",))
+                         stored=stored, reads=lambda k: ("boilerplate/counts",),
+                         clock=functools.partial(tl.tasks_ran, "boilerplate"))
         map_tasks(ex, linecount.signal_partition, {f"signal-{k}": (root, k, min_docs) for k in keys},
                   prefix=f"lines-signal-{run_id}", retries=cfg.engine.retries, bar=bar, cost=cost, stored=stored,
                   reads=lambda k: ("boilerplate/merged", f"signals/part-{k[7:]}.parquet",
-                                   f"boilerplate/lines/part-{k[7:]}.parquet"))
+                                   f"boilerplate/lines/part-{k[7:]}.parquet"),
+                  clock=functools.partial(tl.tasks_ran, "boilerplate"))
     finally:
         bar.close()
     steps.boilerplate_finish(layout, state, int(sum(rows)), time.time() - started)
@@ -641,24 +699,33 @@ def _boilerplate(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Parti
     return True
 
 
-def _tokenize(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Partition], *, progress: bool) -> dict:
+def _tokenize(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Partition], tl: Timeline, *,
+              progress: bool) -> dict:
     """Fit the run's tokenizer on its stratified sample (once; reused while nothing it depends on
     changes), then count every partition's tokens, one tokenizer per worker. Returns what it did,
     for the manifest's ``last_run.steps``."""
-    from lab.tokens import tokenize
-
     if not cfg.tokenizer.enabled:
         return {}
     fit_clock = costs.Step(layout.root, "tokenizer_fit") if not steps.tokenizer_current(cfg, layout, parts) else None
-    did, sha = steps.fit_tokenizer(cfg, layout, parts)
+    with tl.phase("tokenizer_fit"):
+        did, sha = steps.fit_tokenizer(cfg, layout, parts)
     if fit_clock is not None and sha is not None:
         fit_clock.finish()
     if sha is None:
         return did
+    with tl.phase("tokenize"):
+        return {**did, **_count_tokens(ex, cfg, layout, parts, sha, tl, progress=progress)}
+
+
+def _count_tokens(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Partition], sha: str, tl: Timeline, *,
+                  progress: bool) -> dict:
+    """One tokenize task per partition whose token counts are missing or stale."""
+    from lab.tokens import tokenize
+
     strip = steps.strip_state(cfg, layout, parts)
     keys = steps.tokenize_start(layout, parts, sha, strip)
     if not keys:
-        return {**did, "tokenize": {"partitions_run": 0}}
+        return {"tokenize": {"partitions_run": 0}}
     clock = costs.Step(layout.root, "tokenize")
     run_id = _run_id(layout, sha, repr(strip))
     bar = _bar(progress, len(keys), desc="tokenize", unit="part")
@@ -667,14 +734,16 @@ def _tokenize(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Partitio
                   {k: (str(layout.root), k, sha, strip, steps.tokenize_reads(layout, k, sha, strip)) for k in keys},
                   prefix=f"tokenize-{run_id}", retries=cfg.engine.retries, bar=bar, cost=("tokenize", str(layout.root)),
                   stored=_stored(cfg, layout), reads=lambda k: ("tokenizer", f"docs/part-{k}.parquet", "boilerplate/merged",
-                                                                f"boilerplate/lines/part-{k}.parquet"))
+                                                                f"boilerplate/lines/part-{k}.parquet"),
+                  clock=functools.partial(tl.tasks_ran, "tokenize"))
     finally:
         bar.close()
     clock.finish(inprocess=isinstance(ex, InProcessExecutor))
-    return {**did, "tokenize": {"partitions_run": len(keys)}}
+    return {"tokenize": {"partitions_run": len(keys)}}
 
 
-def _materialize(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Partition], *, progress: bool) -> bool:
+def _materialize(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Partition], tl: Timeline, *,
+                 progress: bool) -> bool:
     """Shuffle the kept documents' tokens into shards (one task per tokenized partition), then pack and
     write each shard (one task per shard): ``lab.tokens.materialize``."""
     from lab.tokens import materialize
@@ -694,11 +763,12 @@ def _materialize(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Parti
         map_tasks(ex, materialize.scatter_partition,
                   {f"scatter-{k}": (root, k, job.sha256, dest, job.n_batches) for k in job.keys},
                   prefix=f"tokens-scatter-{run_id}", retries=cfg.engine.retries, bar=bar, cost=cost, stored=stored,
-                  reads=lambda k: (f"tokenized/part-{k[8:]}.parquet",))
+                  reads=lambda k: (f"tokenized/part-{k[8:]}.parquet",), clock=functools.partial(tl.tasks_ran, "materialize"))
         infos = map_tasks(ex, materialize.write_one_shard,
                           {f"{t.split}-{t.index}": (root, job.keys, t, job.dtype, job.eod, job.pad_id) for t in job.shards},
                           prefix=f"tokens-shard-{run_id}", retries=cfg.engine.retries, bar=bar, cost=cost, stored=stored,
-                          reads=lambda k: (f"{materialize.staging(layout).name}/shuffle",))
+                          reads=lambda k: (f"{materialize.staging(layout).name}/shuffle",),
+                          clock=functools.partial(tl.tasks_ran, "materialize"))
     finally:
         bar.close()
     materialize.finish(cfg, layout, job, infos, steps.materialize_reads(cfg, layout, parts))

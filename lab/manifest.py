@@ -114,6 +114,7 @@ def boilerplate_summary(cfg: Config, layout: RunLayout) -> dict:
 
 
 def write(cfg: Config, layout: RunLayout, parts: list[Partition], *, steps: dict, seconds: float = 0.0,
+          timeline: dict | None = None,
           listing: Listing | None = None) -> dict:
     """Merge every partition's metrics and statistics partials (in partition order) into ``manifest.json``;
     returns the manifest. ``steps``: what each step of this invocation did (run or reused)."""
@@ -168,7 +169,9 @@ def write(cfg: Config, layout: RunLayout, parts: list[Partition], *, steps: dict
         "mixture": read_json(layout.packing_stats).get("mixture") if layout.packing_stats.exists() else None,
         # what this invocation computed and what it reused from the run directory
         "last_run": {"partitions_reused": steps["annotate"]["partitions_reused"],
-                     "partitions_run": steps["annotate"]["partitions_run"], "steps": steps, "seconds": round(seconds, 3)},
+                     "partitions_run": steps["annotate"]["partitions_run"], "steps": steps, "seconds": round(seconds, 3),
+                     # wall seconds per phase, and how much of each its tasks ran (the rest: the driver's alone)
+                     "timeline": timeline or {}},
     }
     write_json(manifest, layout.manifest)
     return manifest
