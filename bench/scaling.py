@@ -8,7 +8,7 @@ the tokenizer fit, the driver's work between task waves, the cluster's stop). Th
 ``--project`` workers takes the one-worker run apart into serial seconds S and the rest P and gives
 S + P / N: a projection from measured figures, not a measurement.
 
-    .venv/bin/python bench/scaling.py --input bench/out/docs_en.jsonl --workers 1 2 [--project 16]
+    .venv/bin/python bench/scaling.py --input bench/out/docs_en.jsonl --workers 1 2 [--project 16] [--partition-mb 2]
 """
 
 from __future__ import annotations
@@ -26,17 +26,20 @@ ONE = """
 import json, sys, time
 from lab import engine
 from lab.config import Config, EngineConfig, InputConfig
-inp, out, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-cfg = Config(name=f"w{n}", output_dir=out, inputs=(InputConfig(path=inp),), engine=EngineConfig(n_workers=n))
+from lab.io.inputs import IngestConfig
+inp, out, n, mb = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
+ingest = IngestConfig(partition_bytes=int(mb * 2**20)) if mb else IngestConfig()
+cfg = Config(name=f"w{n}", output_dir=out, inputs=(InputConfig(path=inp),), ingest=ingest, engine=EngineConfig(n_workers=n))
 t = time.perf_counter()
 m = engine.run(cfg, progress=False, overwrite=True)
 print(json.dumps({"wall_s": time.perf_counter() - t, "timeline": m["last_run"]["timeline"],
+                  "partitions": len(m["partitions"]),
                   "docs": m["totals"]["docs"], "executor": m["last_run"]["steps"]["executor"]}))
 """
 
 
-def run(inp: str, workers: int, out: str) -> dict:
-    r = subprocess.run([sys.executable, "-c", ONE, inp, out, str(workers)], capture_output=True, text=True,
+def run(inp: str, workers: int, out: str, partition_mb: float = 0) -> dict:
+    r = subprocess.run([sys.executable, "-c", ONE, inp, out, str(workers), str(partition_mb)], capture_output=True, text=True,
                        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
     if r.returncode != 0:
         raise SystemExit(r.stderr[-3000:])
@@ -51,13 +54,16 @@ def main() -> None:
     ap.add_argument("--input", required=True, help="a file, directory or glob of documents")
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--project", type=int, default=16, help="workers to project the one-worker run to")
+    ap.add_argument("--partition-mb", type=float, default=0,
+                    help="ingest.partition_bytes in MiB (0: the default, 64); a small input needs smaller partitions "
+                         "to have one per worker")
     ap.add_argument("--out", default="bench/out/scaling.json")
     args = ap.parse_args()
     runs = []
     with tempfile.TemporaryDirectory(prefix="scaling-") as tmp:
         for n in args.workers:
             started = time.time()
-            r = run(args.input, n, tmp)
+            r = run(args.input, n, tmp, args.partition_mb)
             print(f"{n} worker(s): {r['wall_s']:.1f} s wall, serial {r['serial_s']:.1f} s "
                   f"({time.time() - started:.0f} s with the process)", flush=True)
             runs.append(r)

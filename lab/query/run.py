@@ -47,6 +47,9 @@ HIST_MEMO = 16  # per in-memory run: recent histograms' raw counts
 INGEST = "ingest"  # the pseudo-stage of records that could not be read (rejects/)
 FUNNEL_STAGES = (INGEST, *STAGE_NAMES)
 GROUP_BY = ("lang", "source")
+# SET on every connection open_run makes, e.g. {"memory_limit": "8GB", "temp_directory": "/scratch/duckdb"}:
+# DuckDB spills past its memory_limit (default 80% of RAM; temp_directory default ".tmp" in the working directory)
+DUCKDB_SETTINGS: dict[str, str] = {}
 
 
 @dataclass
@@ -130,6 +133,8 @@ def open_run(run: str | Path | Run, *, in_memory: bool = False, refresh: bool = 
         if key in _runs and not refresh:
             return _runs[key]
         con = duckdb.connect()
+        for name, value in DUCKDB_SETTINGS.items():
+            con.execute(f"SET {name} = {quote(str(value))}")
         sig = f"read_parquet({quote(layout.glob('signals'))})"
         # corpus-level signals, written after the merge (NULL in signals/)
         if layout.boilerplate_done.exists() and any(layout.boilerplate.glob("signal/part-*.parquet")):
