@@ -19,7 +19,8 @@ import sys
 from pathlib import Path
 
 from lab.config import Config, EngineConfig, InputConfig, build, load
-from lab.errors import ConfigError, DiskFullError, IntegrityError, LabError, RunStateError, StoreUnreachableError
+from lab.errors import (ConfigError, DiskFullError, IntegrityError, LabError, RunStateError, StoreUnreachableError,
+                        store_error)
 from lab.stages import near_dedup
 
 # exit statuses, by what the user does next (README "Exit codes"); argparse's usage errors are 2 too
@@ -144,6 +145,9 @@ def _run_dir(path: str) -> Path:
     run_dir = mirror.working_copy(path).path if storage.is_url(path) else Path(path)
     if storage.is_url(path):
         mirror.working_copy(path).pull()
+        if not (run_dir / "config.yaml").is_file():
+            raise ConfigError(f"{path!r} is not a stored run (no config.yaml under it); give the URL of a run "
+                              "directory, OUTPUT_DIR/NAME, made by `corpus-lab run --output-dir OUTPUT_DIR`")
     if not (run_dir / "config.yaml").is_file():
         raise ConfigError(f"{str(run_dir)!r} is not a run directory (no config.yaml); make one with `corpus-lab run` "
                           "(runs/<name>; the embedded sample goes to runs/sample)")
@@ -678,14 +682,22 @@ def main(argv: list[str] | None = None) -> int:
     except LabError as e:
         print(f"corpus-lab: error: {_one_line(str(e))}", file=sys.stderr)
         return exit_code(e)
-    except Exception as e:  # noqa: BLE001 - a store's client raises connection errors of its own
-        if not StoreUnreachableError.is_unreachable(e):
+    except Exception as e:  # noqa: BLE001 - a store's client raises errors of its own
+        err = store_error(e, _where(args))
+        if err is e:
             if isinstance(e, OSError):
                 return _os_error(e)
             raise
-        err = StoreUnreachableError.wrap(e, str(getattr(args, "run_dir", None) or "the inputs"))
         print(f"corpus-lab: error: {_one_line(str(err))}", file=sys.stderr)
-        return EXIT_STORE
+        return exit_code(err)
+
+
+def _where(args: argparse.Namespace) -> str:
+    """What a command was working on, for an error of the store: the run's URL or directory, else its inputs."""
+    for name in ("run", "output_dir"):
+        if isinstance(getattr(args, name, None), str):
+            return getattr(args, name)
+    return str(getattr(args, "run_dir", None) or "the inputs")
 
 
 def _os_error(e: OSError) -> int:

@@ -93,6 +93,29 @@ class StoreUnreachableError(LabError):
         return False
 
 
+_CREDENTIALS = ("NoCredentialsError", "PartialCredentialsError", "InvalidAccessKeyId", "SignatureDoesNotMatch",
+                "ExpiredToken", "DefaultCredentialsError", "ClientAuthenticationError", "CredentialUnavailableError")
+
+
+def store_error(error: BaseException, where: str) -> BaseException:
+    """A store client's exception as the error a user acts on: a server that does not answer as
+    ``StoreUnreachableError``; credentials missing or refused as ``ConfigError`` saying where they are read
+    from; anything else as it is.
+
+    >>> class NoCredentialsError(Exception): pass
+    >>> type(store_error(NoCredentialsError("Unable to locate credentials"), "s3://b/runs")).__name__
+    'ConfigError'
+    """
+    if StoreUnreachableError.is_unreachable(error):
+        return StoreUnreachableError.wrap(error, where)
+    if any(type(e).__name__ in _CREDENTIALS or any(c in str(e) for c in _CREDENTIALS) for e in _chain(error)):
+        return ConfigError(f"{where}: the object store has no valid credentials from this machine ({_root(error)}); "
+                           "set them where the store's library reads them (S3: AWS_ACCESS_KEY_ID and "
+                           "AWS_SECRET_ACCESS_KEY, or AWS_PROFILE and ~/.aws/credentials; GCS: "
+                           "GOOGLE_APPLICATION_CREDENTIALS; Azure: AZURE_STORAGE_CONNECTION_STRING), never in the config")
+    return error
+
+
 def _chain(error: BaseException):
     seen = set()
     while error is not None and id(error) not in seen:

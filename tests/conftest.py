@@ -81,6 +81,13 @@ def tokens_config(src: Path, out: Path, name: str, workers: int = 1, partition_b
 
 
 @pytest.fixture(scope="session")
+def make_tokens_config():
+    """``tokens_config`` as a fixture: test modules take it from here rather than importing ``conftest``,
+    a module name that each test folder's conftest claims."""
+    return tokens_config
+
+
+@pytest.fixture(scope="session")
 def tokens_run(synthetic_src, tmp_path_factory):
     """The config of a run of the synthetic sample with ``tokens_config`` (one partition), built once per
     session for the tokens, fertility and planner tests."""

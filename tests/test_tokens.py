@@ -29,15 +29,13 @@ from lab.io.run import RunLayout
 from lab.tokens.shards import open_shard, read_manifest
 from lab.io.writers import read_json
 
-from conftest import tokens_config
-
 
 @pytest.fixture(scope="module")
-def cluster_run(synthetic_src, tmp_path_factory, local_cluster):
+def cluster_run(synthetic_src, tmp_path_factory, local_cluster, make_tokens_config):
     """The synthetic sample in small partitions on a LocalCluster of 2 workers (the session's); after the
     run, what each worker says: how many times it loaded a tokenizer during it, and its thread-pool
     environment."""
-    cfg = tokens_config(synthetic_src, tmp_path_factory.mktemp("runs"), "b", workers=2, partition_bytes=65536)
+    cfg = make_tokens_config(synthetic_src, tmp_path_factory.mktemp("runs"), "b", workers=2, partition_bytes=65536)
     before = local_cluster.run(lambda: __import__("lab.tokens.tokenize").tokens.tokenize.loads)
     engine.run(cfg, progress=False, client=local_cluster)
     after = local_cluster.run(lambda: __import__("lab.tokens.tokenize").tokens.tokenize.loads)

@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from lab.errors import ConfigError
+from lab.errors import ConfigError, store_error
 from lab.io import storage
 from lab.io.inputs import InputConfig
 
@@ -242,6 +242,11 @@ def _expand_url(i: int, inp: InputConfig, out: Listing) -> tuple[str, list[tuple
             take(path, itself, True)
     except (OSError, PermissionError) as e:
         raise ConfigError(f"{where} cannot be listed: {e}; check the URL, the endpoint and the credentials") from None
+    except Exception as e:  # noqa: BLE001 - a store's client raises errors of its own
+        err = store_error(e, where)
+        if err is e:
+            raise
+        raise err from None
     if not found and not _all_duplicates(out.skipped):
         if glob and not listed:
             raise ConfigError(f"{where} does not exist; fix the URL or remove the input")

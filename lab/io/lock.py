@@ -23,7 +23,7 @@ import time
 import uuid
 from pathlib import Path
 
-from lab.errors import RunStateError, StoreUnreachableError
+from lab.errors import ConfigError, RunStateError, store_error
 from lab.io import storage
 
 NAME = ".lock"
@@ -117,8 +117,14 @@ class StoreLease:
                                         "it to finish or write this run to another --output-dir") from None
         except RunStateError:
             raise
-        except Exception as e:  # noqa: BLE001 - a store's client raises its own connection errors
-            raise StoreUnreachableError.wrap(e, self.url) from e
+        except FileNotFoundError as e:
+            raise ConfigError(f"output_dir: {self.url} cannot be written: {e}; create the bucket, or point "
+                              "--output-dir at one that exists") from None
+        except Exception as e:  # noqa: BLE001 - a store's client raises errors of its own
+            err = store_error(e, self.url)
+            if err is e:
+                raise
+            raise err from None
         self._thread = threading.Thread(target=self._renew, name="corpus-lab-lease", daemon=True)
         self._thread.start()
         return self

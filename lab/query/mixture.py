@@ -17,8 +17,8 @@ import polars as pl
 
 from lab.config import Config
 from lab.errors import NotReadyError
-from lab.query.funnels import drop_reasons
-from lab.query.neardup import grid_col
+from lab.query.compile import codes_sql, rules_of
+from lab.query.neardup import grid_col, with_near
 from lab.query.run import Run, open_run
 from lab.query.sql import ident
 from lab.tokens import mixture as mx
@@ -46,23 +46,26 @@ def mixture_rows(run: str | Path | Run, config: Config) -> pl.DataFrame:
         raise NotReadyError(f"{r.root} has no token counts: a mixture budgets tokens; run `corpus-lab run` with "
                             "tokenizer.enabled: true first")
     m = config.mixture
-    reasons = drop_reasons(r, config)
-    kept = reasons.filter(pl.col("reason").is_null()).select("doc_id")
+    rules = rules_of(r, config)
+    cur = r.cursor()
     cols = ["doc_id", "n_tokens", *(c for c in ("lang", "source") if c in m.by), *(["qm_score"] if "quality" in m.by else [])]
-    sig = r.cursor().sql(f"SELECT {', '.join(map(ident, cols))} FROM signals").pl()
-    df = kept.join(sig, on="doc_id", how="left")
+    # the kept documents (code NULL: drop_reasons' NULL reason) with the columns read here, in one query
+    coded = with_near(r, cur, rules, codes_sql(rules, extra=cols[1:], run=r))
+    df = cur.sql(f"SELECT {', '.join(map(ident, cols))} FROM ({coded}) WHERE code IS NULL").pl()
     if m.rehydrate:
         df = df.join(_duplicates(r, config), on="doc_id", how="left")
     else:
         df = df.with_columns(duplicates=pl.lit(1, dtype=pl.Int64))
+    # bucket_name of each row's dimension values, as column expressions (None reads "none")
     parts = []
     for d in m.by:
         if d == "quality":
-            parts.append([mx.quality_bucket(s, m.quality_edges) for s in df["qm_score"].to_list()])
+            parts.append(pl.lit(pl.Series([mx.quality_bucket(s, m.quality_edges) for s in df["qm_score"].to_list()],
+                                          dtype=pl.Utf8)))
         else:
-            parts.append(df[d].to_list())
-    names = [mx.bucket_name(v) for v in zip(*parts)] if parts else ["all"] * df.height
-    return (df.with_columns(bucket=pl.Series(names, dtype=pl.Utf8), n_tokens=pl.col("n_tokens").fill_null(0))
+            parts.append(pl.col(d).cast(pl.Utf8).fill_null(mx.NO_SCORE))
+    bucket = pl.concat_str(parts, separator="/") if parts else pl.lit("all", dtype=pl.Utf8)
+    return (df.with_columns(bucket=bucket, n_tokens=pl.col("n_tokens").fill_null(0))
             .select("doc_id", "bucket", "n_tokens", "duplicates").sort("doc_id"))
 
 
@@ -70,8 +73,12 @@ def mixture_plan(run: str | Path | Run, config: Config) -> mx.Plan:
     """``config``'s mixture realized over the run's kept documents (``lab.tokens.mixture.plan``); its ``repeats``
     follow ``mixture_rows``' order (doc_id)."""
     rows = mixture_rows(run, config)
-    return mx.plan(config.mixture, rows["doc_id"].to_numpy(), np.array(rows["bucket"].to_list(), dtype=object),
-                   rows["n_tokens"].to_numpy(), rows["duplicates"].to_numpy())
+    # each row's bucket as one of a few shared strings (not a string object per row): the sorted names
+    # indexed by each row's dense rank among them
+    names = np.array(rows["bucket"].unique().sort().to_list(), dtype=object)
+    buckets = names[rows["bucket"].rank("dense").to_numpy().astype(np.int64) - 1] if rows.height else names[:0]
+    return mx.plan(config.mixture, rows["doc_id"].to_numpy(), buckets, rows["n_tokens"].to_numpy(),
+                   rows["duplicates"].to_numpy())
 
 
 def mixture_report(run: str | Path | Run, config: Config) -> pl.DataFrame:

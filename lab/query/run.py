@@ -7,16 +7,23 @@ could not be read), the near-dedup candidate ``edges``, ``exact_groups``, the ``
 precomputed on the grid, and ``nd_docs``/``nd_docs_all`` (the documents near dedup can touch).
 
 Connections: one DuckDB connection per process and run (``open_run``, cached), a ``cursor()`` per
-call, so threads (dashboard sessions) never share a cursor. ``open_run(..., in_memory=True)`` loads
-the signals table into memory for interactive use, with the group sizes of the group rules' signals,
-each row's place in ``dropped_samples``' default order, which columns hold NULLs and the exact range
-of every numeric column (the compiler then leaves out guards no row needs). Also here: the run's
-constants and the order in which samples of drops are taken.
+call, so threads (dashboard sessions) never share a cursor. Its database is a file in a temporary
+directory of its own (removed with the ``Run``): ``signals`` is a table made once at open from the
+signals, the boilerplate signal and the token counts joined, with the group sizes of the group
+rules' signals, so a query scans the columns it reads instead of joining three Parquet globs again;
+DuckDB keeps in memory only the blocks it reads. ``open_run(..., in_memory=True)`` adds what
+interactive use needs: each row's place in ``dropped_samples``' default order (rows stored in it),
+which columns hold NULLs and the exact range of every numeric column (the compiler then leaves out
+guards no row needs). Also here: the run's constants and the order in which samples of drops are taken.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 import threading
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -132,60 +139,103 @@ def open_run(run: str | Path | Run, *, in_memory: bool = False, refresh: bool = 
     with _lock:
         if key in _runs and not refresh:
             return _runs[key]
-        con = duckdb.connect()
-        for name, value in DUCKDB_SETTINGS.items():
-            con.execute(f"SET {name} = {quote(str(value))}")
-        sig = f"read_parquet({quote(layout.glob('signals'))})"
-        # corpus-level signals, written after the merge (NULL in signals/)
-        if layout.boilerplate_done.exists() and any(layout.boilerplate.glob("signal/part-*.parquet")):
-            bp = f"read_parquet({quote(str(layout.boilerplate / 'signal' / 'part-*.parquet'))})"
-            sig = (f"(SELECT s.* REPLACE (b.bp_line_frac AS bp_line_frac) FROM {sig} s "
-                   f"LEFT JOIN (SELECT doc_id, bp_line_frac FROM {bp}) b USING (doc_id))")
-        if any(layout.tokenized_dir.glob("part-*.parquet")):  # token counts: the funnel counts tokens too
-            tok = f"read_parquet({quote(str(layout.tokenized_dir / 'part-*.parquet'))})"
-            sig = f"(SELECT s.*, t.n_tokens FROM {sig} s LEFT JOIN (SELECT doc_id, n_tokens FROM {tok}) t USING (doc_id))"
-        nullable, ranges = None, None
-        if in_memory:
-            # group sizes let the dedup window skip singleton groups; NULL-free columns need no NULL guard
-            sizes = "".join(f", count(*) OVER (PARTITION BY {ident(c)}) AS {ident('_n_' + c)}" for c in GROUP_SIGNALS)
-            # each row's place in dropped_samples' default order, rows stored in that order: a sample is
-            # then found among the first rows (zone maps skip the others) instead of sorting them all
-            rank = f", row_number() OVER (ORDER BY {sample_order(SAMPLE_SEED)}) - 1 AS {SAMPLE_RANK}"
-            con.execute(f"CREATE TABLE signals AS SELECT *{sizes}{rank} FROM {sig} ORDER BY {SAMPLE_RANK}")
-            names = [r[0] for r in con.execute("DESCRIBE signals").fetchall()]
-            counts = con.execute(f"SELECT {', '.join(f'count(*) - count({ident(c)})' for c in names)} FROM signals").fetchone()
-            nullable = frozenset(c for c, n in zip(names, counts) if n)
-            num = [c for c in numeric_signals() if c in names]
-            mm = con.execute(f"SELECT {', '.join(f'min({ident(c)})::DOUBLE, max({ident(c)})::DOUBLE' for c in num)} "
-                             "FROM signals").fetchone()
-            ranges = {c: (mm[2 * i], mm[2 * i + 1]) for i, c in enumerate(num) if mm[2 * i] is not None}
-        else:
-            con.execute(f"CREATE VIEW signals AS SELECT * FROM {sig}")
-        if any((layout.dedup / "edges").glob("bucket-*.parquet")):
-            con.execute(f"CREATE VIEW edges AS SELECT * FROM read_parquet({quote(str(layout.dedup / 'edges' / 'bucket-*.parquet'))})")
-        else:
-            con.execute(f"CREATE TABLE edges AS SELECT * FROM {empty_table(dedup.EDGE_SCHEMA)}")
-        if any((layout.dedup / "exact").glob("bucket-*.parquet")):
-            con.execute("CREATE VIEW exact_groups AS SELECT * FROM "
-                        f"read_parquet({quote(str(layout.dedup / 'exact' / 'bucket-*.parquet'))})")
-        else:
-            con.execute(f"CREATE TABLE exact_groups AS SELECT * FROM {empty_table(dedup.EXACT_SCHEMA)}")
-        if layout.clusters.exists():
-            con.execute(f"CREATE VIEW clusters AS SELECT * FROM read_parquet({quote(str(layout.clusters))})")
-        else:
-            con.execute(f"CREATE TABLE clusters AS SELECT 0::BIGINT AS node, 0::BIGINT AS doc_id, "
-                        f"{', '.join(f'NULL::BIGINT AS {dedup.grid_column(t)}' for t in GRID)} LIMIT 0")
-        # the documents near dedup can touch: those of a node with a candidate edge (nd_docs), and when
-        # exact dedup is off, exact copies too (nd_docs_all: several may survive to share a node)
-        copies = ("_n_content_hash > 1" if in_memory else
-                  "content_hash IN (SELECT content_hash FROM signals GROUP BY ALL HAVING count(*) > 1)")
-        ends = "content_hash IN (SELECT u FROM edges UNION SELECT v FROM edges)"
-        con.execute(f"CREATE {'TABLE' if in_memory else 'VIEW'} nd_docs AS SELECT * FROM signals WHERE {ends}")
-        con.execute(f"CREATE VIEW nd_docs_all AS SELECT * FROM signals WHERE {ends} OR {copies}")
-        con.execute(f"CREATE VIEW docs AS SELECT * FROM read_parquet({quote(layout.glob('docs'))})")
-        con.execute(f"CREATE VIEW rejects AS SELECT * FROM read_parquet({quote(layout.glob('rejects'))})")
-        columns = tuple(r[0] for r in con.execute("DESCRIBE signals").fetchall())
-        r = Run(layout, con, columns, nullable, load(layout.config) if layout.config.exists() else None, ranges,
-                Memo(MEMO_FUNNELS) if in_memory else None)
+        _sweep()
+        where = Path(tempfile.mkdtemp(prefix=f"{_TMP_PREFIX}{os.getpid()}-"))
+        con = duckdb.connect(str(where / "run.duckdb"))
+        try:
+            for name, value in DUCKDB_SETTINGS.items():
+                con.execute(f"SET {name} = {quote(str(value))}")
+            sig = f"read_parquet({quote(layout.glob('signals'))})"
+            # corpus-level signals, written after the merge (NULL in signals/)
+            if layout.boilerplate_done.exists() and any(layout.boilerplate.glob("signal/part-*.parquet")):
+                bp = f"read_parquet({quote(str(layout.boilerplate / 'signal' / 'part-*.parquet'))})"
+                sig = (f"(SELECT s.* REPLACE (b.bp_line_frac AS bp_line_frac) FROM {sig} s "
+                       f"LEFT JOIN (SELECT doc_id, bp_line_frac FROM {bp}) b USING (doc_id))")
+            if any(layout.tokenized_dir.glob("part-*.parquet")):  # token counts: the funnel counts tokens too
+                tok = f"read_parquet({quote(str(layout.tokenized_dir / 'part-*.parquet'))})"
+                sig = f"(SELECT s.*, t.n_tokens FROM {sig} s LEFT JOIN (SELECT doc_id, n_tokens FROM {tok}) t USING (doc_id))"
+            # group sizes let the dedup window skip singleton groups: each value's count joined back (NULL
+            # included: the count of NULLs), which holds only (value, count) pairs where a window over the
+            # rows would hold every column of every row
+            src = f"read_parquet({quote(layout.glob('signals'))})"
+            sizes, joins = "", ""
+            for i, c in enumerate(GROUP_SIGNALS):
+                col, g = ident(c), f"_g{i}"
+                sizes += f", {g}.n AS {ident('_n_' + c)}"
+                joins += (f" LEFT JOIN (SELECT {col} AS v, count(*) AS n FROM {src} GROUP BY ALL) {g} "
+                          f"ON s.{col} IS NOT DISTINCT FROM {g}.v")
+            sig = f"(SELECT s.*{sizes} FROM {sig} s{joins})"
+            nullable, ranges = None, None
+            if in_memory:
+                # each row's place in dropped_samples' default order, rows stored in that order: a sample is
+                # then found among the first rows (zone maps skip the others) instead of sorting them all
+                rank = f", row_number() OVER (ORDER BY {sample_order(SAMPLE_SEED)}) - 1 AS {SAMPLE_RANK}"
+                con.execute(f"CREATE TABLE signals AS SELECT *{rank} FROM {sig} ORDER BY {SAMPLE_RANK}")
+                # NULL-free columns need no NULL guard
+                names = [r[0] for r in con.execute("DESCRIBE signals").fetchall()]
+                counts = con.execute(f"SELECT {', '.join(f'count(*) - count({ident(c)})' for c in names)} FROM signals").fetchone()
+                nullable = frozenset(c for c, n in zip(names, counts) if n)
+                num = [c for c in numeric_signals() if c in names]
+                mm = con.execute(f"SELECT {', '.join(f'min({ident(c)})::DOUBLE, max({ident(c)})::DOUBLE' for c in num)} "
+                                 "FROM signals").fetchone()
+                ranges = {c: (mm[2 * i], mm[2 * i + 1]) for i, c in enumerate(num) if mm[2 * i] is not None}
+            else:
+                con.execute(f"CREATE TABLE signals AS SELECT * FROM {sig}")
+            if any((layout.dedup / "edges").glob("bucket-*.parquet")):
+                con.execute(f"CREATE VIEW edges AS SELECT * FROM read_parquet({quote(str(layout.dedup / 'edges' / 'bucket-*.parquet'))})")
+            else:
+                con.execute(f"CREATE TABLE edges AS SELECT * FROM {empty_table(dedup.EDGE_SCHEMA)}")
+            if any((layout.dedup / "exact").glob("bucket-*.parquet")):
+                con.execute("CREATE VIEW exact_groups AS SELECT * FROM "
+                            f"read_parquet({quote(str(layout.dedup / 'exact' / 'bucket-*.parquet'))})")
+            else:
+                con.execute(f"CREATE TABLE exact_groups AS SELECT * FROM {empty_table(dedup.EXACT_SCHEMA)}")
+            if layout.clusters.exists():
+                con.execute(f"CREATE VIEW clusters AS SELECT * FROM read_parquet({quote(str(layout.clusters))})")
+            else:
+                con.execute(f"CREATE TABLE clusters AS SELECT 0::BIGINT AS node, 0::BIGINT AS doc_id, "
+                            f"{', '.join(f'NULL::BIGINT AS {dedup.grid_column(t)}' for t in GRID)} LIMIT 0")
+            # the documents near dedup can touch: those of a node with a candidate edge (nd_docs), and when
+            # exact dedup is off, exact copies too (nd_docs_all: several may survive to share a node)
+            copies = ("_n_content_hash > 1" if in_memory else
+                      "content_hash IN (SELECT content_hash FROM signals GROUP BY ALL HAVING count(*) > 1)")
+            ends = "content_hash IN (SELECT u FROM edges UNION SELECT v FROM edges)"
+            con.execute(f"CREATE {'TABLE' if in_memory else 'VIEW'} nd_docs AS SELECT * FROM signals WHERE {ends}")
+            con.execute(f"CREATE VIEW nd_docs_all AS SELECT * FROM signals WHERE {ends} OR {copies}")
+            con.execute(f"CREATE VIEW docs AS SELECT * FROM read_parquet({quote(layout.glob('docs'))})")
+            con.execute(f"CREATE VIEW rejects AS SELECT * FROM read_parquet({quote(layout.glob('rejects'))})")
+            columns = tuple(r[0] for r in con.execute("DESCRIBE signals").fetchall())
+            r = Run(layout, con, columns, nullable, load(layout.config) if layout.config.exists() else None, ranges,
+                    Memo(MEMO_FUNNELS) if in_memory else None)
+            weakref.finalize(r, _remove, con, where)
+        except BaseException:
+            _remove(con, where)
+            raise
         _runs[key] = r
         return r
+
+
+_TMP_PREFIX = "corpus-lab-query-"
+
+
+def _sweep() -> None:
+    """Delete the database directories that processes no longer running left behind (killed before their
+    ``Run`` was closed): each directory's name holds the process id that made it."""
+    for d in Path(tempfile.gettempdir()).glob(f"{_TMP_PREFIX}*-*"):
+        pid = d.name.removeprefix(_TMP_PREFIX).split("-", 1)[0]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(d, ignore_errors=True)
+        except PermissionError:  # another user's process, alive
+            pass
+
+
+def _remove(con: duckdb.DuckDBPyConnection, where: Path) -> None:
+    """Close a run's connection and delete its database directory (when the ``Run`` goes, or at exit)."""
+    try:
+        con.close()
+    finally:
+        shutil.rmtree(where, ignore_errors=True)

@@ -55,8 +55,10 @@ def s3_server(synthetic_src, tmp_path_factory):
     mp.setenv("CORPUS_LAB_CACHE", str(tmp_path_factory.mktemp("cache")))  # working copies of stored runs
     fsspec.config.set_conf_env(fsspec.config.conf)  # FSSPEC_S3_* read now, as a new process would
     fs = s3fs.S3FileSystem(endpoint_url=srv.endpoint)
-    fs.mkdir("corpus")
-    fs.mkdir("runs")
+    for bucket in ("corpus", "runs"):  # moto's store is the process's: empty what another module left
+        if fs.exists(bucket):
+            fs.rm(bucket, recursive=True)
+        fs.mkdir(bucket)
     fs.put(str(synthetic_src), "corpus/synthetic", recursive=True)
     s3fs.S3FileSystem.clear_instance_cache()
     srv.fs = fs

@@ -218,3 +218,25 @@ def test_workers_that_share_no_disk_with_the_driver(s3_server, s3, on_disk, tmp_
             except ProcessLookupError:
                 pass
             p.wait(timeout=60)
+
+
+def test_store_errors_say_what_to_fix(s3, stored, tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text("inputs: [{path: s3://corpus/synthetic}]\nname: errs\n")
+
+    def corpus_lab(*args, env=None):
+        return subprocess.run([sys.executable, "-m", "lab.cli", *args], capture_output=True, text=True, timeout=300,
+                              env=env or os.environ.copy())
+
+    r = corpus_lab("run", "--config", str(config), "--output-dir", "s3://no-such-bucket/runs", "--no-progress")
+    assert r.returncode == 2 and "s3://no-such-bucket/runs/errs cannot be written" in r.stderr
+    assert "create the bucket" in r.stderr and "Traceback" not in r.stderr
+    bare = {k: v for k, v in os.environ.items() if k not in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+    bare.update(AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"), AWS_CONFIG_FILE=str(tmp_path / "none"))
+    r = corpus_lab("run", "--config", str(config), "--output-dir", str(tmp_path / "runs"), "--no-progress", env=bare)
+    assert r.returncode == 2 and "inputs[0].path='s3://corpus/synthetic': the object store has no valid credentials" \
+        in r.stderr and "AWS_ACCESS_KEY_ID" in r.stderr and "Traceback" not in r.stderr
+    r = corpus_lab("funnel", "s3://runs/whole/nothing-here")
+    assert r.returncode == 2 and "'s3://runs/whole/nothing-here' is not a stored run" in r.stderr
+    r = corpus_lab("funnel", "s3://runs/whole/sample")
+    assert r.returncode == 0 and "near_dedup" in r.stdout
