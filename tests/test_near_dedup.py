@@ -426,6 +426,45 @@ def test_selection_aware_keep(tmp_path):
         assert dict(zip(f["stage"], f["docs_dropped"]))["near_dedup"] == dropped
 
 
+@pytest.mark.parametrize("exact, keep", [(True, "lowest_id"), (False, "longest")])
+def test_near_drops_after_threshold_moves_equal_a_decision_from_nothing(synthetic_run, exact, keep, monkeypatch):
+    # a move of another stage's threshold decides again only the components that hold a moved
+    # document's content; over a walk of moves the drops equal those decided over every document
+    from lab.query import neardup
+
+    _, run_dir = synthetic_run
+    live = query.open_run(run_dir, refresh=True)
+    fresh = query.open_run(run_dir, refresh=True)
+    real, parts = neardup._decide, []
+
+    def spy(r, rules, k, source, rank, edges=None, cur=None):
+        if r is live and edges is not None:
+            parts.append(source)
+        return real(r, rules, k, source, rank, edges, cur)
+
+    monkeypatch.setattr(neardup, "_decide", spy)
+    rng = random.Random(5)
+    # thresholds at the near-duplicates' own mean word lengths (the members of a pair differ there, not in
+    # their word counts): a move drops some members of a cluster, sometimes the one it kept
+    means = sorted({x for (x,) in live.cursor().execute("SELECT gq_mean_word_length FROM nd_docs_all "
+                                                        "WHERE gq_mean_word_length >= 3").fetchall()})
+    half = len(means) // 2
+    knobs = [("gopher_quality", "min_mean_word_length", [3.0, *means[1:half:max(half // 6, 1)]]),
+             ("gopher_quality", "max_mean_word_length", [10.0, *means[half::max(half // 6, 1)]]),
+             ("language", "min_score", [0.0, 0.9, 0.93, 0.95]), ("fineweb", "max_short_line_ratio", [0.1, 0.3, 0.9])]
+    stages: dict = {"exact_dedup": {"enabled": exact}, "near_dedup": {"keep": keep}}
+    dropped = set()
+    for step in range(24):
+        stage, key, values = rng.choice(knobs)
+        stages.setdefault(stage, {})[key] = rng.choice(values)
+        rules = query.rules_of(live, build(Config, {"stages": stages}))
+        got = query.near_drops(live, rules)
+        fresh.near_memo.clear()
+        assert got.equals(query.near_drops(fresh, rules)), (step, stages)
+        dropped.add(tuple(got.column("doc_id").to_pylist()))
+    assert len(parts) >= 12 and len(dropped) > 1, (len(parts), dropped)  # most moves answered in part; drops moved
+
+
 def test_cluster_browser_queries(synthetic_run):
     _, run_dir = synthetic_run
     total = query.cluster_count(run_dir, 0.8)

@@ -220,17 +220,18 @@ def test_percentile_rule_uses_merged_quantile(tmp_path):
         build(Config, {"percentiles": [{"stage": "c4", "signal": "zzz", "drop_lowest": 5}]})
 
 
-@pytest.mark.parametrize("engine", ["codes", "sql"])
+@pytest.mark.parametrize("engine", ["codes", "sql", "file"])
 @pytest.mark.parametrize("by", [None, "lang"])
 def test_incremental_funnel_equals_recomputed_over_a_walk_of_threshold_moves(tmp_path, by, engine, monkeypatch):
-    # in memory a move is answered from a remembered config: by each document's code (lab.query.codes,
-    # only the rows whose code differs counted again) or, where that cannot answer, in SQL
+    # a move is answered from a remembered config: in memory by each document's code (lab.query.codes,
+    # only the rows whose code differs counted again) or, where that cannot answer, in SQL; a run queried
+    # from its DuckDB file ("file") in SQL the same way
     from lab.query import codes
     monkeypatch.setattr(codes, "ENABLED", engine == "codes")
     rows = _random_rows(800, seed=13)
     path = make_run(tmp_path, rows, rejects=[("a.jsonl", 4)])
-    live = query.open_run(path, in_memory=True)  # remembers funnels and answers moves incrementally
-    fresh = query.open_run(path)  # evaluates every rule every time
+    live = query.open_run(path, in_memory=engine != "file")  # remembers funnels and answers moves incrementally
+    fresh = query.open_run(path, refresh=True) if engine == "file" else query.open_run(path)
     rng = random.Random(2)
     knobs = [("language", "min_score", [0.0, 0.1, 0.65, 0.7, 0.9]), ("gopher_quality", "min_words", [0, 3, 10, 50, 60]),
              ("gopher_quality", "max_mean_word_length", [3.5, 7.0, 12.0]), ("fineweb", "max_short_line_ratio", [0.1, 0.3, 0.9]),
@@ -265,11 +266,33 @@ def test_incremental_funnel_equals_recomputed_over_a_walk_of_threshold_moves(tmp
             stages["c4"] = {"enabled": False}  # a structural change: recomputed from scratch
         cfg = build(Config, {"stages": stages})
         got = query.funnel(live, cfg, by=by)
+        fresh.sql_memo.clear()  # the reference evaluates every rule every time
         assert got.equals(query.funnel(fresh, cfg, by=by)), (step, stages)
         used += 1
     patch.stop()
-    assert used == 30 and (len(live.memo) >= 10 if engine == "sql" else len(live.codes.count_memo) >= 10), (len(live.memo), live.codes and len(live.codes.count_memo), live.codes and live.codes.supports(query.rules_of(live, cfg)))
+    memo = {"sql": live.memo, "file": live.sql_memo}.get(engine)
+    assert used == 30 and (len(memo) >= 10 if memo is not None else len(live.codes.count_memo) >= 10), engine
     assert len(incremental) >= 2 * 8, len(incremental)  # most moves were answered incrementally (old and new counts)
+
+
+def test_a_run_larger_than_memory_holds_is_opened_from_disk(tmp_path, monkeypatch):
+    # above CORPUS_LAB_IN_MEMORY_DOCS documents, in_memory=True opens the run as from disk: no per-document
+    # arrays, the same answers, a move still answered from the remembered funnel
+    rows = _random_rows(300, seed=4)
+    path = make_run(tmp_path, rows)
+    monkeypatch.setenv("CORPUS_LAB_IN_MEMORY_DOCS", "299")
+    big = query.open_run(path, in_memory=True, refresh=True)
+    assert big.memo is None and big.codes is None and "_sample_rank" not in big.columns
+    monkeypatch.setenv("CORPUS_LAB_IN_MEMORY_DOCS", "300")
+    small = query.open_run(path, in_memory=True, refresh=True)
+    assert small.memo is not None and "_sample_rank" in small.columns
+    for words in (0, 50, 120):
+        cfg = build(Config, {"stages": {"gopher_quality": {"min_words": words}}})
+        assert query.funnel(big, cfg).equals(query.funnel(small, cfg))
+    assert len(big.sql_memo) == 3
+    monkeypatch.setenv("CORPUS_LAB_IN_MEMORY_DOCS", "many")
+    with pytest.raises(ConfigError, match="CORPUS_LAB_IN_MEMORY_DOCS='many' is not allowed"):
+        query.open_run(path, in_memory=True, refresh=True)
 
 
 def test_in_memory_codes_leave_nan_signals_to_sql(tmp_path):

@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lab.query.codes import of as codes_of
-from lab.query.compile import codes_sql, failure, literal, reason_of
-from lab.query.funnels import INCREMENTAL_SHARE, changed_rules
+from lab.query.compile import changed_rules, codes_sql, failure, literal, reason_of
+from lab.query.funnels import INCREMENTAL_SHARE
 from lab.query.memo import Memo
 from lab.query.neardup import near_drops, near_index
 from lab.query.run import SAMPLE_RANK, Run

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from lab.config import Config
 from lab.errors import ConfigError, NotReadyError, RunStateError
 from lab.query.sql import ident, quote
-from lab.select.rules import LANG, Rule
+from lab.select.rules import COMPARISONS, LANG, Rule
 from lab.select.ruleset import ruleset
 
 if TYPE_CHECKING:
@@ -202,6 +202,44 @@ def codes_sql(rules: list[Rule], *, extra: Sequence[str] = (), run: Run | None =
             sql = (f"SELECT {select_list(i, f'CASE WHEN code IS NOT NULL THEN code WHEN {col} IS NULL OR row_number() OVER (PARTITION BY {col}, code IS NULL ORDER BY doc_id) > 1 THEN {i} END')} "
                    f"FROM ({sql})")
     return flush(sql)
+
+
+def changed_rules(old: Rule, new: Rule) -> str | None:
+    """SQL condition on the documents whose outcome of this rule differs between ``old`` and ``new``
+    (the same rule at another threshold), or None when the change is not a threshold move. With
+    per-language thresholds, each language listed in either rule (and every other language together)
+    is compared at its own pair of thresholds.
+
+    >>> a = Rule("gopher_quality", "gq_stop_words", ">=", 2, "too_few_stop_words")
+    >>> print(changed_rules(a, Rule("gopher_quality", "gq_stop_words", ">=", 2, "too_few_stop_words", (("de", 3),))))
+    (("lang" = 'de' AND ("gq_stop_words" >= 2 AND "gq_stop_words" < 3)))
+    """
+    if (old.stage, old.signal, old.op, old.reason) != (new.stage, new.signal, new.op, new.reason):
+        return None
+    if old.value == new.value and old.by_lang == new.by_lang:
+        return "FALSE"
+    if old.op not in COMPARISONS or not all(isinstance(v, (int, float)) for v in (*old.values, *new.values)):
+        return None
+    if old.by_lang or new.by_lang:
+        langs = sorted({lang for lang, _ in (*old.by_lang, *new.by_lang)})
+        lang = ident(LANG)
+        parts = []
+        for code in langs:
+            c = changed_rules(Rule(old.stage, old.signal, old.op, old.value_for(code), old.reason),
+                         Rule(new.stage, new.signal, new.op, new.value_for(code), new.reason))
+            if c != "FALSE":
+                parts.append(f"({lang} = {literal(code)} AND {c})")
+        c = changed_rules(Rule(old.stage, old.signal, old.op, old.value, old.reason),
+                     Rule(new.stage, new.signal, new.op, new.value, new.reason))
+        if c != "FALSE":
+            parts.append(f"(({lang} IS NULL OR {lang} NOT IN ({', '.join(map(literal, langs))})) AND {c})")
+        return f"({' OR '.join(parts)})" if parts else "FALSE"
+    col, lo, hi = ident(old.signal), min(old.value, new.value), max(old.value, new.value)
+    if old.op == ">=":  # passes iff x >= v: the outcome differs for lo <= x < hi
+        return f"({col} >= {literal(lo)} AND {col} < {literal(hi)})"
+    if old.op == "<=":  # passes iff x <= v: differs for lo < x <= hi
+        return f"({col} > {literal(lo)} AND {col} <= {literal(hi)})"
+    return f"{col} IN ({literal(lo)}, {literal(hi)})"
 
 
 def reason_of(rules: list[Rule], code: str = "code") -> str:

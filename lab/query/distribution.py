@@ -50,8 +50,8 @@ from lab.errors import ConfigError
 from lab.io.schema import numeric_signals, signals_schema
 from lab.query.changes import changes
 from lab.query.codes import of as codes_of
-from lab.query.compile import codes_sql, failure_in, literal, rules_of
-from lab.query.funnels import INCREMENTAL_SHARE, changed_rules, shift_counts
+from lab.query.compile import changed_rules, codes_sql, failure_in, literal, rules_of
+from lab.query.funnels import INCREMENTAL_SHARE, shift_counts
 from lab.query.memo import Memo
 from lab.query.neardup import with_near
 from lab.query.run import Run, open_run

@@ -19,7 +19,7 @@ from lab.errors import ConfigError
 from lab.io.schema import numeric_signals
 from lab.query.codes import of as codes_of
 from lab.query.codes import shift_counts
-from lab.query.compile import check_columns, codes_sql, failure_in, literal, reason_of, rules_of
+from lab.query.compile import changed_rules, check_columns, codes_sql, failure_in, reason_of, rules_of
 from lab.query.neardup import apply_near, with_near, without_near
 from lab.query.run import (
     FUNNEL_STAGES,
@@ -33,7 +33,7 @@ from lab.query.run import (
     sample_order,
 )
 from lab.query.sql import ident, quote, to_arrow
-from lab.select.rules import COMPARISONS, LANG, Rule
+from lab.select.rules import Rule
 from lab.stages import STAGE_NAMES, STAGES
 
 INCREMENTAL_SHARE = 0.25  # recompute from scratch when more of the documents than this may change
@@ -173,61 +173,22 @@ def warm(r: Run) -> None:
         code_counts(r, without_near(rules), None)
 
 
-def changed_rules(old: Rule, new: Rule) -> str | None:
-    """SQL condition on the documents whose outcome of this rule differs between ``old`` and ``new``
-    (the same rule at another threshold), or None when the change is not a threshold move. With
-    per-language thresholds, each language listed in either rule (and every other language together)
-    is compared at its own pair of thresholds.
-
-    >>> a = Rule("gopher_quality", "gq_stop_words", ">=", 2, "too_few_stop_words")
-    >>> print(changed_rules(a, Rule("gopher_quality", "gq_stop_words", ">=", 2, "too_few_stop_words", (("de", 3),))))
-    (("lang" = 'de' AND ("gq_stop_words" >= 2 AND "gq_stop_words" < 3)))
-    """
-    if (old.stage, old.signal, old.op, old.reason) != (new.stage, new.signal, new.op, new.reason):
-        return None
-    if old.value == new.value and old.by_lang == new.by_lang:
-        return "FALSE"
-    if old.op not in COMPARISONS or not all(isinstance(v, (int, float)) for v in (*old.values, *new.values)):
-        return None
-    if old.by_lang or new.by_lang:
-        langs = sorted({lang for lang, _ in (*old.by_lang, *new.by_lang)})
-        lang = ident(LANG)
-        parts = []
-        for code in langs:
-            c = changed_rules(Rule(old.stage, old.signal, old.op, old.value_for(code), old.reason),
-                         Rule(new.stage, new.signal, new.op, new.value_for(code), new.reason))
-            if c != "FALSE":
-                parts.append(f"({lang} = {literal(code)} AND {c})")
-        c = changed_rules(Rule(old.stage, old.signal, old.op, old.value, old.reason),
-                     Rule(new.stage, new.signal, new.op, new.value, new.reason))
-        if c != "FALSE":
-            parts.append(f"(({lang} IS NULL OR {lang} NOT IN ({', '.join(map(literal, langs))})) AND {c})")
-        return f"({' OR '.join(parts)})" if parts else "FALSE"
-    col, lo, hi = ident(old.signal), min(old.value, new.value), max(old.value, new.value)
-    if old.op == ">=":  # passes iff x >= v: the outcome differs for lo <= x < hi
-        return f"({col} >= {literal(lo)} AND {col} < {literal(hi)})"
-    if old.op == "<=":  # passes iff x <= v: differs for lo < x <= hi
-        return f"({col} > {literal(lo)} AND {col} <= {literal(hi)})"
-    return f"{col} IN ({literal(lo)}, {literal(hi)})"
-
-
 def code_counts(r: Run, rules: list[Rule], by: str | None) -> dict:
     """(group, code) -> [docs, bytes] of the documents' first failing rules (code None: kept).
 
-    In-memory runs remember recent answers. A config that differs from a remembered one only in
+    Recent answers are remembered (per opened run). A config that differs from a remembered one only in
     thresholds is answered incrementally and exactly: the documents whose signal lies between an
     old and a new threshold, together with every member of their groups (exact dedup), form a set
     R outside of which no document's code can change; the answer is the remembered counts minus
     R's counts under the old rules plus R's counts under the new ones.
     """
     cur = r.cursor()
-    if r.memo is None:
-        return sql_counts(cur, rules, by, r)
+    memo = r.sql_memo if r.memo is None else r.memo
     key = (by, tuple(rules))
-    known = r.memo.get(key)
+    known = memo.get(key)
     if known is not None:
         return known
-    candidates = [(k, v) for k, v in r.memo.recent() if k[0] == by and len(k[1]) == len(rules)]
+    candidates = [(k, v) for k, v in memo.recent() if k[0] == by and len(k[1]) == len(rules)]
     result = None
     for (_, old_rules), old_counts in candidates[:4]:
         conds = [changed_rules(a, b) for a, b in zip(old_rules, rules)]
@@ -253,7 +214,7 @@ def code_counts(r: Run, rules: list[Rule], by: str | None) -> dict:
         break
     if result is None:
         result = sql_counts(cur, rules, by, r)
-    r.memo.put(key, result)
+    memo.put(key, result)
     return result
 
 

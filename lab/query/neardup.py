@@ -4,7 +4,8 @@ Near dedup is selection-aware: the candidate edges (``dedup/edges/``) among the 
 before it, at the configured Jaccard threshold, are joined into components
 (``lab.dedup.keep_one_per_cluster``) and one member of each is kept; only the documents that have
 an edge or an exact copy are evaluated (``nd_docs``). ``near_drops`` gives those drops per rules
-(remembered per run), ``with_near`` applies them to a ``codes_sql`` query and ``apply_near`` to
+(remembered per run; after a move of another stage's threshold only the components that hold a moved
+document are decided again), ``with_near`` applies them to a ``codes_sql`` query and ``apply_near`` to
 funnel counts. ``clusters``/``cluster_members`` browse the clusters precomputed on the grid.
 """
 
@@ -21,9 +22,10 @@ import pyarrow as pa
 
 from lab import dedup
 from lab.config import Config
+from lab.dedup import graph
 from lab.dedup.forest import GRID
 from lab.errors import ConfigError
-from lab.query.compile import check_columns, codes_sql, reason_of, rules_of
+from lab.query.compile import changed_rules, check_columns, codes_sql, reason_of, rules_of
 from lab.query.memo import Memo
 from lab.query.run import Run, open_run
 from lab.query.sql import ident, quote, to_arrow
@@ -57,13 +59,17 @@ def exact_groups(run: str | Path | Run) -> pl.DataFrame:
 
 def near_drops(run: str | Path | Run, rules: list[Rule]) -> pa.Table:
     """The documents ``rules``' near_dedup rule drops: ``doc_id, code`` (their first failing rule
-    without it: NULL or a later rule), ``bytes, source, lang``. Empty without a near_dedup rule."""
+    without it: NULL or a later rule), ``bytes, source, lang, n_tokens, content_hash``, by doc_id.
+    Empty without a near_dedup rule.
+
+    Remembered per rules. Rules that differ from remembered ones only in thresholds of other stages
+    are answered from them: a document's code before near dedup changes only within the moved rows
+    (and their exact groups), so only the components of the candidate graph that hold one of their
+    contents are decided again; the others keep their drops."""
     r = open_run(run)
-    schema = pa.schema([("doc_id", pa.int64()), ("code", pa.int32()), ("bytes", pa.int64()),
-                        ("source", pa.string()), ("lang", pa.string()), ("n_tokens", pa.int64())])
     k = near_index(rules)
     if k is None:
-        return schema.empty_table()
+        return NEAR_SCHEMA.empty_table()
     key = tuple(rules)
     known = r.near_memo.get(key)
     if known is not None:
@@ -74,24 +80,113 @@ def near_drops(run: str | Path | Run, rules: list[Rule]) -> pa.Table:
     # with exact dedup before it, one document per node survives: only nodes with an edge can drop any
     exact_first = any(x.op == "first_in_group" and x.signal == "content_hash" for x in rules[:k])
     if exact_first and not candidate_edges(r)[0].size:
-        out = schema.empty_table()
+        out = NEAR_SCHEMA.empty_table()
         r.near_memo.put(key, out)
         return out
+    source = "nd_docs" if exact_first else "nd_docs_all"
+    out = _near_moved(r, rules, k, source, rank)
+    if out is None:
+        out = _decide(r, rules, k, source, rank)
+    r.near_memo.put(key, out)
+    return out
+
+
+NEAR_SCHEMA = pa.schema([("doc_id", pa.int64()), ("code", pa.int32()), ("bytes", pa.int64()), ("source", pa.string()),
+                         ("lang", pa.string()), ("n_tokens", pa.int64()), ("content_hash", pa.int64())])
+NEAR_INCREMENTAL_SHARE = 0.25  # decide everything again when more of the documents than this moved
+
+
+def _decide(r: Run, rules: list[Rule], k: int, source: str, rank: str, edges: tuple | None = None,
+            cur: duckdb.DuckDBPyConnection | None = None) -> pa.Table:
+    """The near drops among the documents of ``source`` (a relation, or a parenthesised query over
+    ``nd_docs`` that ``cur`` can read), over ``edges`` (u, v, jaccard; the run's candidate edges when
+    None), by doc_id."""
+    threshold, keep, _ = rules[k].value
     ntok = "n_tokens" if "n_tokens" in r.columns else "NULL::BIGINT AS n_tokens"
     sql = codes_sql(rules, extra=["content_hash", "nd_shingles", "source", "lang", rank]
-                    + (["n_tokens"] if "n_tokens" in r.columns else []), run=r,
-                    source="nd_docs" if exact_first else "nd_docs_all")
-    alive = to_arrow(r.cursor().sql(f"SELECT doc_id, content_hash, bytes, bytes::DOUBLE AS fbytes, {ident(rank)}::DOUBLE "
-                                  f"AS rank, code, source, lang, {ntok} FROM ({sql}) "
-                                  f"WHERE (code IS NULL OR code > {k}) AND nd_shingles > 0"))
+                    + (["n_tokens"] if "n_tokens" in r.columns else []), run=r, source=source)
+    alive = to_arrow((cur or r.cursor()).sql(f"SELECT doc_id, content_hash, bytes, bytes::DOUBLE AS fbytes, {ident(rank)}::DOUBLE "
+                                    f"AS rank, code, source, lang, {ntok} FROM ({sql}) "
+                                    f"WHERE (code IS NULL OR code > {k}) AND nd_shingles > 0"))
     doc_ids = alive.column("doc_id").to_numpy()
-    u, v, j = candidate_edges(r)
+    u, v, j = candidate_edges(r) if edges is None else edges
     ranks = near_ranks(keep, alive)
     dropped = dedup.keep_one_per_cluster(doc_ids, alive.column("content_hash").to_numpy(), ranks, u, v, j, threshold)
     pos = np.searchsorted(doc_ids, dropped, sorter=np.argsort(doc_ids))
-    out = alive.take(pa.array(np.argsort(doc_ids)[pos])).select(schema.names).cast(schema)
-    r.near_memo.put(key, out)
-    return out
+    return alive.take(pa.array(np.argsort(doc_ids)[pos])).select(NEAR_SCHEMA.names).cast(NEAR_SCHEMA)
+
+
+def _near_moved(r: Run, rules: list[Rule], k: int, source: str, rank: str) -> pa.Table | None:
+    """``near_drops`` from remembered drops under rules that differ only in other stages' thresholds,
+    deciding again only the components that hold a moved document's content; None when none fits."""
+    for old_key, old in list(r.near_memo.recent())[:4]:
+        if len(old_key) != len(rules) or old_key[k] != rules[k]:
+            continue
+        conds = [changed_rules(a, b) for i, (a, b) in enumerate(zip(old_key, rules)) if i != k]
+        if any(c is None for c in conds):
+            continue
+        moved = " OR ".join(c for c in conds if c != "FALSE") or "FALSE"
+        cur = r.cursor()
+        where = f"({moved})"
+        for g in (x for x in rules if x.op == "first_in_group" and x.signal != "content_hash"):
+            col = ident(g.signal)  # a moved member changes its group's survivor (a content's: the same content)
+            where += f" OR {col} IN (SELECT {col} FROM signals WHERE ({moved}) AND {col} IS NOT NULL)"
+        copies = "_n_content_hash > 1" if "_n_content_hash" in r.columns else "TRUE"
+        got = to_arrow(cur.sql(f"SELECT content_hash, bool_or({copies}) AS copies FROM signals WHERE ({where}) "
+                               "AND content_hash IS NOT NULL GROUP BY content_hash"))
+        # the contents that can change a near decision: those in the candidate graph, and exact copies
+        # when exact dedup does not run first (the copies of one content are one cluster)
+        nodes, sub = _touched(r, rules[k].value[0], got.column("content_hash").to_numpy(),
+                              None if source == "nd_docs" else got.column("copies").to_numpy(zero_copy_only=False))
+        if nodes.size > NEAR_INCREMENTAL_SHARE * max(_graph(r, rules[k].value[0])[0].size, 1) + 1024:
+            continue
+        cur.register("_nd_nodes", pa.table({"h": nodes}))
+        part = _decide(r, rules, k, f"(SELECT * FROM {source} WHERE content_hash IN (SELECT h FROM _nd_nodes))",
+                       rank, sub, cur)
+        cur.unregister("_nd_nodes")
+        kept = old.filter(pa.array(~np.isin(old.column("content_hash").to_numpy(), nodes)))
+        out = pa.concat_tables([kept, part])
+        return out.take(pa.array(np.argsort(out.column("doc_id").to_numpy(), kind="stable")))
+    return None
+
+
+def _graph(r: Run, threshold: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The candidate graph at ``threshold`` over all documents (made once per run and threshold): its
+    nodes (sorted contents), each node's component, the edges' positions ordered by component and
+    where each component's run of them starts."""
+    with r.lock:
+        got = r.constant.get(("near_graph", threshold))
+    if got is not None:
+        return got
+    u, v, j = candidate_edges(r)
+    at = np.flatnonzero(j >= threshold - dedup.EPS)
+    ids = np.unique(np.concatenate([u[at], v[at]]))
+    label = graph.components(ids.size, np.searchsorted(ids, u[at]), np.searchsorted(ids, v[at]))
+    edge_label = label[np.searchsorted(ids, u[at])]
+    by = np.argsort(edge_label, kind="stable")
+    starts = np.searchsorted(edge_label[by], np.arange((label.max() + 2) if label.size else 1))
+    got = (ids, label, at[by], starts)
+    with r.lock:
+        r.constant[("near_graph", threshold)] = got
+    return got
+
+
+def _touched(r: Run, threshold: float, hashes: np.ndarray, copies: np.ndarray | None) -> tuple[np.ndarray, tuple]:
+    """The contents (nodes) of the candidate graph's components at ``threshold`` that hold one of
+    ``hashes``, with those of ``hashes`` that ``copies`` marks (exact copies outside the graph; None:
+    none), and the candidate edges among them."""
+    ids, label, order, starts = _graph(r, threshold)
+    at = np.searchsorted(ids, hashes)
+    inside = at < ids.size
+    inside[inside] = ids[at[inside]] == hashes[inside]
+    comps = np.unique(label[at[inside]])
+    members = np.isin(label, comps)
+    nodes = ids[members] if copies is None else np.union1d(ids[members], hashes[copies & ~inside])
+    # the edges of the touched components: each component's edges are one run of ``order``
+    lo, hi = starts[comps], starts[comps + 1]
+    take = order[np.repeat(hi - np.cumsum(hi - lo), hi - lo) + np.arange(int((hi - lo).sum()))] if comps.size else order[:0]
+    u, v, j = candidate_edges(r)
+    return nodes, (u[take], v[take], j[take])
 
 
 def with_near(r: Run, cur: duckdb.DuckDBPyConnection, rules: list[Rule], sql: str) -> str:

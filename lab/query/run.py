@@ -71,6 +71,8 @@ class Run:
     ranges: dict[str, tuple[float, float]] | None = None  # in-memory runs: exact min and max of numeric columns
     # in-memory runs: (by, rules) -> {(group, code): [docs, bytes]} of recent funnels, newest last
     memo: Memo | None = None
+    # the same for a run queried from its DuckDB file: a threshold move is answered incrementally there too
+    sql_memo: Memo = field(default_factory=lambda: Memo(MEMO_FUNNELS))
     lock: threading.Lock = field(default_factory=threading.Lock)
     edges: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # (u, v, jaccard) of the candidate pairs
     near_memo: Memo = field(default_factory=lambda: Memo(MEMO_FUNNELS))  # rules -> near-dedup drops
@@ -135,6 +137,11 @@ def open_run(run: str | Path | Run, *, in_memory: bool = False, refresh: bool = 
                               "directory such as runs/sample, made by `corpus-lab run`")
         raise NotReadyError(f"{str(run)!r} has no signals yet (signals/part-*.parquet): its run did not annotate any "
                             f"partition; run (or resume) `corpus-lab run --config {layout.config}` first")
+    if in_memory and (refresh or (str(root), True) not in _runs):
+        if refresh or str(root) not in _large:
+            _large[str(root)] = _documents(layout) > in_memory_max_docs()
+        # a large run is queried from its DuckDB file, which DuckDB pages in and out
+        in_memory = not _large[str(root)]
     key = (str(root), in_memory)
     with _lock:
         if key in _runs and not refresh:
@@ -213,6 +220,29 @@ def open_run(run: str | Path | Run, *, in_memory: bool = False, refresh: bool = 
             raise
         _runs[key] = r
         return r
+
+
+IN_MEMORY_MAX_DOCS = 20_000_000  # above this, open_run(in_memory=True) opens the run as from disk
+_large: dict[str, bool] = {}  # run directory -> whether it has more documents than an in-memory run holds
+
+
+def in_memory_max_docs() -> int:
+    """The most documents an in-memory run holds (``CORPUS_LAB_IN_MEMORY_DOCS``, else ``IN_MEMORY_MAX_DOCS``):
+    its per-document arrays take ~8 bytes per rule column and document, ~3 GB per 10M documents."""
+    value = os.environ.get("CORPUS_LAB_IN_MEMORY_DOCS", "")
+    if not value:
+        return IN_MEMORY_MAX_DOCS
+    if not value.isdigit():
+        raise ConfigError(f"CORPUS_LAB_IN_MEMORY_DOCS={value!r} is not allowed: give a whole number of documents "
+                          f"(default {IN_MEMORY_MAX_DOCS}), or unset it")
+    return int(value)
+
+
+def _documents(layout: RunLayout) -> int:
+    """The run's documents, from its signals files' footers (nothing else is read)."""
+    import pyarrow.parquet as pq
+
+    return sum(pq.ParquetFile(p).metadata.num_rows for p in layout.signals.glob("part-*.parquet"))
 
 
 _TMP_PREFIX = "corpus-lab-query-"
