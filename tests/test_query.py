@@ -1,6 +1,7 @@
 """lab.query: the SQL funnel equals the Python evaluation of the same rules; conservation; dedup among survivors."""
 
 import importlib
+import os
 import random
 
 import numpy as np
@@ -293,6 +294,22 @@ def test_a_run_larger_than_memory_holds_is_opened_from_disk(tmp_path, monkeypatc
     monkeypatch.setenv("CORPUS_LAB_IN_MEMORY_DOCS", "many")
     with pytest.raises(ConfigError, match="CORPUS_LAB_IN_MEMORY_DOCS='many' is not allowed"):
         query.open_run(path, in_memory=True, refresh=True)
+
+
+def test_duckdb_memory_is_bounded_and_a_bad_limit_is_named(tmp_path, monkeypatch):
+    # each opened run's DuckDB has a memory limit (a quarter of the machine, or CORPUS_LAB_DUCKDB_MEMORY)
+    from lab.query import run as query_run
+
+    path = make_run(tmp_path, _random_rows(50, seed=1))
+    r = query.open_run(path, refresh=True)
+    limit = r.cursor().execute("SELECT current_setting('memory_limit')").fetchone()[0]
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert limit.endswith("GiB") and float(limit[:-4]) <= total / 4 / 2**30 * 1.08, limit  # DuckDB prints GiB
+    monkeypatch.setenv("CORPUS_LAB_DUCKDB_MEMORY", "3GB")
+    assert query_run._memory_limit() == "3GB"
+    monkeypatch.setitem(query_run.DUCKDB_SETTINGS, "memory_limit", "lots")
+    with pytest.raises(ConfigError, match=r"memory_limit='lots' \(CORPUS_LAB_DUCKDB_MEMORY\) is not allowed"):
+        query.open_run(path, refresh=True)
 
 
 def test_in_memory_codes_leave_nan_signals_to_sql(tmp_path):

@@ -54,9 +54,26 @@ HIST_MEMO = 16  # per in-memory run: recent histograms' raw counts
 INGEST = "ingest"  # the pseudo-stage of records that could not be read (rejects/)
 FUNNEL_STAGES = (INGEST, *STAGE_NAMES)
 GROUP_BY = ("lang", "source")
+
+
+def _memory_limit() -> str:
+    """A quarter of the machine's memory (at least 1 GB), or ``CORPUS_LAB_DUCKDB_MEMORY`` (DuckDB's syntax,
+    e.g. ``8GB``): several runs and sessions share one dashboard process, and DuckDB's own default (80%
+    of the memory, per connection) lets one large run take the machine."""
+    value = os.environ.get("CORPUS_LAB_DUCKDB_MEMORY", "")
+    if value:
+        return value
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return "4GB"
+    return f"{max(1, total // 4 // 2**30)}GB"
+
+
 # SET on every connection open_run makes, e.g. {"memory_limit": "8GB", "temp_directory": "/scratch/duckdb"}:
-# DuckDB spills past its memory_limit (default 80% of RAM; temp_directory default ".tmp" in the working directory)
-DUCKDB_SETTINGS: dict[str, str] = {}
+# DuckDB spills past its memory_limit to temp_directory (default: beside the run's database file, in its
+# temporary directory)
+DUCKDB_SETTINGS: dict[str, str] = {"memory_limit": _memory_limit()}
 
 
 @dataclass
@@ -151,7 +168,12 @@ def open_run(run: str | Path | Run, *, in_memory: bool = False, refresh: bool = 
         con = duckdb.connect(str(where / "run.duckdb"))
         try:
             for name, value in DUCKDB_SETTINGS.items():
-                con.execute(f"SET {name} = {quote(str(value))}")
+                try:
+                    con.execute(f"SET {name} = {quote(str(value))}")
+                except duckdb.Error as e:
+                    env = " (CORPUS_LAB_DUCKDB_MEMORY)" if name == "memory_limit" else ""
+                    raise ConfigError(f"DuckDB setting {name}={value!r}{env} is not allowed: {e}; give a size "
+                                      "such as 8GB, or unset it") from None
             sig = f"read_parquet({quote(layout.glob('signals'))})"
             # corpus-level signals, written after the merge (NULL in signals/)
             if layout.boilerplate_done.exists() and any(layout.boilerplate.glob("signal/part-*.parquet")):
