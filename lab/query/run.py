@@ -174,32 +174,14 @@ def open_run(run: str | Path | Run, *, in_memory: bool = False, refresh: bool = 
                     env = " (CORPUS_LAB_DUCKDB_MEMORY)" if name == "memory_limit" else ""
                     raise ConfigError(f"DuckDB setting {name}={value!r}{env} is not allowed: {e}; give a size "
                                       "such as 8GB, or unset it") from None
-            sig = f"read_parquet({quote(layout.glob('signals'))})"
-            # corpus-level signals, written after the merge (NULL in signals/)
-            if layout.boilerplate_done.exists() and any(layout.boilerplate.glob("signal/part-*.parquet")):
-                bp = f"read_parquet({quote(str(layout.boilerplate / 'signal' / 'part-*.parquet'))})"
-                sig = (f"(SELECT s.* REPLACE (b.bp_line_frac AS bp_line_frac) FROM {sig} s "
-                       f"LEFT JOIN (SELECT doc_id, bp_line_frac FROM {bp}) b USING (doc_id))")
-            if any(layout.tokenized_dir.glob("part-*.parquet")):  # token counts: the funnel counts tokens too
-                tok = f"read_parquet({quote(str(layout.tokenized_dir / 'part-*.parquet'))})"
-                sig = f"(SELECT s.*, t.n_tokens FROM {sig} s LEFT JOIN (SELECT doc_id, n_tokens FROM {tok}) t USING (doc_id))"
-            # group sizes let the dedup window skip singleton groups: each value's count joined back (NULL
-            # included: the count of NULLs), which holds only (value, count) pairs where a window over the
-            # rows would hold every column of every row
-            src = f"read_parquet({quote(layout.glob('signals'))})"
-            sizes, joins = "", ""
-            for i, c in enumerate(GROUP_SIGNALS):
-                col, g = ident(c), f"_g{i}"
-                sizes += f", {g}.n AS {ident('_n_' + c)}"
-                joins += (f" LEFT JOIN (SELECT {col} AS v, count(*) AS n FROM {src} GROUP BY ALL) {g} "
-                          f"ON s.{col} IS NOT DISTINCT FROM {g}.v")
-            sig = f"(SELECT s.*{sizes} FROM {sig} s{joins})"
+            _make_signals(con, layout, "_signals" if in_memory else "signals")
             nullable, ranges = None, None
             if in_memory:
                 # each row's place in dropped_samples' default order, rows stored in that order: a sample is
                 # then found among the first rows (zone maps skip the others) instead of sorting them all
                 rank = f", row_number() OVER (ORDER BY {sample_order(SAMPLE_SEED)}) - 1 AS {SAMPLE_RANK}"
-                con.execute(f"CREATE TABLE signals AS SELECT *{rank} FROM {sig} ORDER BY {SAMPLE_RANK}")
+                con.execute(f"CREATE TABLE signals AS SELECT *{rank} FROM _signals ORDER BY {SAMPLE_RANK}")
+                con.execute("DROP TABLE _signals")
                 # NULL-free columns need no NULL guard
                 names = [r[0] for r in con.execute("DESCRIBE signals").fetchall()]
                 counts = con.execute(f"SELECT {', '.join(f'count(*) - count({ident(c)})' for c in names)} FROM signals").fetchone()
@@ -208,8 +190,6 @@ def open_run(run: str | Path | Run, *, in_memory: bool = False, refresh: bool = 
                 mm = con.execute(f"SELECT {', '.join(f'min({ident(c)})::DOUBLE, max({ident(c)})::DOUBLE' for c in num)} "
                                  "FROM signals").fetchone()
                 ranges = {c: (mm[2 * i], mm[2 * i + 1]) for i, c in enumerate(num) if mm[2 * i] is not None}
-            else:
-                con.execute(f"CREATE TABLE signals AS SELECT * FROM {sig}")
             if any((layout.dedup / "edges").glob("bucket-*.parquet")):
                 con.execute(f"CREATE VIEW edges AS SELECT * FROM read_parquet({quote(str(layout.dedup / 'edges' / 'bucket-*.parquet'))})")
             else:
@@ -242,6 +222,51 @@ def open_run(run: str | Path | Run, *, in_memory: bool = False, refresh: bool = 
             raise
         _runs[key] = r
         return r
+
+
+BATCH_PARTITIONS = 8  # signals partitions joined per statement when a run is opened
+
+
+def _make_signals(con: duckdb.DuckDBPyConnection, layout: RunLayout, table: str) -> None:
+    """Make ``table``: every signals row with its corpus-level signal (``bp_line_frac`` from the
+    boilerplate step, NULL in signals/), its token count (``n_tokens``, once tokenized/ exists) and the
+    size of its group under each group rule (``_n_<signal>``: the dedup window then skips singletons).
+
+    A document's boilerplate signal and token count are in the files of its own partition, so the
+    rows are joined a few partitions at a time: each join holds those partitions' keys, where one join
+    of the whole run holds every document's (at 100M documents more than memory, spilled to disk). Group
+    sizes are counted once over the run and only groups of two or more are joined (NULL: a singleton)."""
+    bp_on = layout.boilerplate_done.exists() and any(layout.boilerplate.glob("signal/part-*.parquet"))
+    tok_on = any(layout.tokenized_dir.glob("part-*.parquet"))
+    src = f"read_parquet({quote(layout.glob('signals'))})"
+    for i, c in enumerate(GROUP_SIGNALS):
+        col = ident(c)
+        con.execute(f"CREATE TEMP TABLE _g{i} AS SELECT {col} AS v, count(*) AS n FROM {src} GROUP BY ALL "
+                    "HAVING count(*) > 1")
+    files = sorted(layout.signals.glob("part-*.parquet"))
+    for at in range(0, len(files), BATCH_PARTITIONS):
+        batch = files[at:at + BATCH_PARTITIONS]
+        keys = [f.name for f in batch]
+        sig = f"(SELECT * FROM read_parquet([{', '.join(quote(str(f)) for f in batch)}]))"
+
+        def side(folder: Path, cols: str) -> str | None:
+            there = [folder / k for k in keys if (folder / k).exists()]
+            return f"(SELECT {cols} FROM read_parquet([{', '.join(quote(str(f)) for f in there)}]))" if there else None
+
+        if bp_on:  # NULL for a partition without the file, as a join that finds no row
+            bp = side(layout.boilerplate / "signal", "doc_id, bp_line_frac")
+            sig = (f"(SELECT s.* REPLACE (b.bp_line_frac AS bp_line_frac) FROM {sig} s LEFT JOIN {bp} b USING (doc_id))"
+                   if bp else f"(SELECT * REPLACE (NULL::DOUBLE AS bp_line_frac) FROM {sig})")
+        if tok_on:
+            tok = side(layout.tokenized_dir, "doc_id, n_tokens")
+            sig = (f"(SELECT s.*, t.n_tokens FROM {sig} s LEFT JOIN {tok} t USING (doc_id))" if tok
+                   else f"(SELECT *, NULL::BIGINT AS n_tokens FROM {sig})")
+        sizes = "".join(f", coalesce(_g{i}.n, 1) AS {ident('_n_' + c)}" for i, c in enumerate(GROUP_SIGNALS))
+        joins = "".join(f" LEFT JOIN _g{i} ON s.{ident(c)} IS NOT DISTINCT FROM _g{i}.v" for i, c in enumerate(GROUP_SIGNALS))
+        query = f"SELECT s.*{sizes} FROM {sig} s{joins}"
+        con.execute(f"CREATE TABLE {table} AS {query}" if at == 0 else f"INSERT INTO {table} BY NAME {query}")
+    for i in range(len(GROUP_SIGNALS)):
+        con.execute(f"DROP TABLE _g{i}")
 
 
 IN_MEMORY_MAX_DOCS = 20_000_000  # above this, open_run(in_memory=True) opens the run as from disk
