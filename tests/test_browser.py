@@ -24,6 +24,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -105,8 +106,11 @@ def served(run_dir):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
+    # the server's log goes to a file: a pipe no one reads fills after some sessions' lines and the
+    # server then blocks on its next write
+    log = tempfile.TemporaryFile(mode="w+")
     proc = subprocess.Popen([sys.executable, "-m", "lab.cli", "serve", str(run_dir), "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=log, text=True)
     url = f"http://127.0.0.1:{port}/"
     deadline = time.time() + 120
     while time.time() < deadline:
@@ -115,11 +119,13 @@ def served(run_dir):
             break
         except OSError:
             if proc.poll() is not None:
-                raise AssertionError(proc.stderr.read()) from None
+                log.seek(0)
+                raise AssertionError(log.read()) from None
             time.sleep(0.5)
     yield run_dir, url
     proc.terminate()
     proc.wait(timeout=30)
+    log.close()
 
 
 @pytest.fixture(scope="module")
