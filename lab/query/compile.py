@@ -242,6 +242,16 @@ def changed_rules(old: Rule, new: Rule) -> str | None:
     return f"{col} IN ({literal(lo)}, {literal(hi)})"
 
 
+def moved_between(old: Sequence[Rule], new: Sequence[Rule]) -> str | None:
+    """SQL condition on the documents whose outcome of some rule differs between two rule lists of the
+    same shape (``changed_rules`` of each pair, OR-ed; "FALSE" when none moved), or None when a change
+    is not a threshold move."""
+    conds = [changed_rules(a, b) for a, b in zip(old, new)]
+    if len(old) != len(new) or any(c is None for c in conds):
+        return None
+    return " OR ".join(c for c in conds if c != "FALSE") or "FALSE"
+
+
 def reason_of(rules: list[Rule], code: str = "code") -> str:
     """SQL mapping a code (the column ``code``, or an expression of one) to its drop reason; NULL stays NULL.
 

@@ -50,7 +50,7 @@ from lab.errors import ConfigError
 from lab.io.schema import numeric_signals, signals_schema
 from lab.query.changes import changes
 from lab.query.codes import of as codes_of
-from lab.query.compile import changed_rules, codes_sql, failure_in, literal, rules_of
+from lab.query.compile import codes_sql, failure_in, literal, moved_between, rules_of
 from lab.query.funnels import INCREMENTAL_SHARE, shift_counts
 from lab.query.memo import Memo
 from lab.query.neardup import with_near
@@ -333,10 +333,9 @@ def _histograms(r: Run, rules: list[Rule], stage: str | None, edges_of: dict[str
         for old, counts in known[:4]:
             if len(old) != len(prefix):
                 continue
-            conds = [changed_rules(a, b) for a, b in zip(old, prefix)]
-            if any(c is None for c in conds):
+            moved = moved_between(old, prefix)
+            if moved is None:
                 continue
-            moved = " OR ".join(c for c in conds if c != "FALSE") or "FALSE"
             n, m = cur.execute(f"SELECT count(*), count(*) FILTER ({moved}) FROM signals").fetchall()[0]
             if m > INCREMENTAL_SHARE * n:
                 continue

@@ -19,7 +19,7 @@ from lab.errors import ConfigError
 from lab.io.schema import numeric_signals
 from lab.query.codes import of as codes_of
 from lab.query.codes import shift_counts
-from lab.query.compile import changed_rules, check_columns, codes_sql, failure_in, reason_of, rules_of
+from lab.query.compile import check_columns, codes_sql, failure_in, moved_between, reason_of, rules_of
 from lab.query.neardup import apply_near, with_near, without_near
 from lab.query.run import (
     FUNNEL_STAGES,
@@ -191,10 +191,9 @@ def code_counts(r: Run, rules: list[Rule], by: str | None) -> dict:
     candidates = [(k, v) for k, v in memo.recent() if k[0] == by and len(k[1]) == len(rules)]
     result = None
     for (_, old_rules), old_counts in candidates[:4]:
-        conds = [changed_rules(a, b) for a, b in zip(old_rules, rules)]
-        if any(c is None for c in conds):
+        moved = moved_between(old_rules, rules)
+        if moved is None:
             continue
-        moved = " OR ".join(c for c in conds if c != "FALSE") or "FALSE"
         total = sum(v[0] for v in old_counts.values())
         if cur.execute(f"SELECT count(*) FROM signals WHERE {moved}").fetchall()[0][0] > INCREMENTAL_SHARE * total:
             continue

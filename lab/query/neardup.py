@@ -25,7 +25,7 @@ from lab.config import Config
 from lab.dedup import graph
 from lab.dedup.forest import GRID
 from lab.errors import ConfigError
-from lab.query.compile import changed_rules, check_columns, codes_sql, reason_of, rules_of
+from lab.query.compile import check_columns, codes_sql, moved_between, reason_of, rules_of
 from lab.query.memo import Memo
 from lab.query.run import Run, open_run
 from lab.query.sql import ident, quote, to_arrow
@@ -122,10 +122,9 @@ def _near_moved(r: Run, rules: list[Rule], k: int, source: str, rank: str) -> pa
     for old_key, old in list(r.near_memo.recent())[:4]:
         if len(old_key) != len(rules) or old_key[k] != rules[k]:
             continue
-        conds = [changed_rules(a, b) for i, (a, b) in enumerate(zip(old_key, rules)) if i != k]
-        if any(c is None for c in conds):
+        moved = moved_between(old_key, rules)  # the near rule itself is the same in both
+        if moved is None:
             continue
-        moved = " OR ".join(c for c in conds if c != "FALSE") or "FALSE"
         cur = r.cursor()
         where = f"({moved})"
         for g in (x for x in rules if x.op == "first_in_group" and x.signal != "content_hash"):

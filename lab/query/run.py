@@ -206,8 +206,7 @@ def open_run(run: str | Path | Run, *, in_memory: bool = False, refresh: bool = 
                             f"{', '.join(f'NULL::BIGINT AS {dedup.grid_column(t)}' for t in GRID)} LIMIT 0")
             # the documents near dedup can touch: those of a node with a candidate edge (nd_docs), and when
             # exact dedup is off, exact copies too (nd_docs_all: several may survive to share a node)
-            copies = ("_n_content_hash > 1" if in_memory else
-                      "content_hash IN (SELECT content_hash FROM signals GROUP BY ALL HAVING count(*) > 1)")
+            copies = "_n_content_hash > 1"  # _make_signals' group size
             ends = "content_hash IN (SELECT u FROM edges UNION SELECT v FROM edges)"
             con.execute(f"CREATE {'TABLE' if in_memory else 'VIEW'} nd_docs AS SELECT * FROM signals WHERE {ends}")
             con.execute(f"CREATE VIEW nd_docs_all AS SELECT * FROM signals WHERE {ends} OR {copies}")
