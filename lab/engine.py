@@ -15,9 +15,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import multiprocessing
 import os
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import ExitStack, contextmanager
 from typing import Any, Callable, Iterator, Protocol
 
@@ -699,6 +701,35 @@ def _boilerplate(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Parti
     return True
 
 
+def _fit_tokenizer(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Partition]) -> tuple[dict, str | None]:
+    """The tokenizer fit: its sample drawn here, the fit itself in a child process of the driver when the
+    tasks run on a cluster (whose thread caps the driver's environment inherits): the trainer then uses
+    every core of the driver's machine, and its CPU is recorded as the step's. Returns (what it did, the
+    tokenizer's sha256 or None)."""
+    clock = costs.Step(layout.root, "tokenizer_fit") if not steps.tokenizer_current(cfg, layout, parts) else None
+    job = steps.tokenizer_job(cfg, layout, parts)
+    if isinstance(job, functools.partial) and job.func is steps.train and not isinstance(ex, InProcessExecutor):
+        driver_cpu = clock.driver() if clock is not None else None
+        ctx = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=_uncap_threads,
+                                 initargs=(usable_cores(),)) as pool:
+            did, sha = pool.submit(costs.costed, job.func, "tokenizer_fit", str(layout.root), "fit", *job.args).result()
+        if clock is not None:
+            clock.finish(driver_cpu=driver_cpu)
+        return did, sha
+    did, sha = job()
+    if clock is not None and sha is not None:
+        clock.finish(inprocess=isinstance(ex, InProcessExecutor))
+    return did, sha
+
+
+def _uncap_threads(n: int) -> None:
+    """In the fit's child: the trainer's thread pool as wide as the machine (a LocalCluster leaves the
+    workers' one-thread caps in the driver's environment, which the child inherits)."""
+    os.environ["RAYON_NUM_THREADS"] = str(n)
+    os.environ["TOKENIZERS_PARALLELISM"] = "true"
+
+
 def _tokenize(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Partition], tl: Timeline, *,
               progress: bool) -> dict:
     """Fit the run's tokenizer on its stratified sample (once; reused while nothing it depends on
@@ -706,11 +737,8 @@ def _tokenize(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Partitio
     for the manifest's ``last_run.steps``."""
     if not cfg.tokenizer.enabled:
         return {}
-    fit_clock = costs.Step(layout.root, "tokenizer_fit") if not steps.tokenizer_current(cfg, layout, parts) else None
     with tl.phase("tokenizer_fit"):
-        did, sha = steps.fit_tokenizer(cfg, layout, parts)
-    if fit_clock is not None and sha is not None:
-        fit_clock.finish()
+        did, sha = _fit_tokenizer(ex, cfg, layout, parts)
     if sha is None:
         return did
     with tl.phase("tokenize"):

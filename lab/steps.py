@@ -4,7 +4,7 @@ A run (``lab.engine.run``) is five steps, each recomputed only when what it depe
 **annotate** (one task per partition, complete when ``stats/part-KEY.json`` records this signals hash,
 shuffle shape and input fingerprint: ``partition_complete``); **near dedup**, then **boilerplate lines**
 (tasks per bucket of one shuffle: ``dedup_state``, ``boilerplate_state``); the **tokenizer fit** (once, in
-the driver: ``fit_tokenizer``, ``tokenizer_state``); **tokenize** (one task per partition:
+the driver: ``tokenizer_job``, ``tokenizer_state``); **tokenize** (one task per partition:
 ``tokenize_start``, ``strip_state``); **materialize** (``tokens_current``). Before them ``prepare`` plans
 the partitions, sets up the run directory and runs every stage's ``prepare`` once. This module says what
 each step's state is and does the driver's work around its tasks; ``lab.engine`` maps the tasks on an
@@ -13,13 +13,15 @@ executor; ``lab.manifest`` writes what the run did.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from lab.config import Config, dumps, to_dict
+from lab.config import Config, TokenizerConfig, dumps, to_dict
 from lab.errors import ConfigError
 from lab.io.labels import clear_run
 from lab.io.listing import Listing, list_inputs
@@ -314,35 +316,54 @@ def fit_tokenizer(cfg: Config, layout: RunLayout, parts: list[Partition]) -> tup
     """Fit the run's tokenizer on its stratified sample unless the fitted one is current (reused while
     nothing it depends on changes). Returns (what it did, for the manifest's ``last_run.steps``; the
     tokenizer's sha256, None when the config keeps no document to fit it on)."""
+    return tokenizer_job(cfg, layout, parts)()
+
+
+def tokenizer_job(cfg: Config, layout: RunLayout, parts: list[Partition]) -> Callable[[], tuple[dict, str | None]]:
+    """``fit_tokenizer`` in two halves: the sample is drawn now (DuckDB, in this process), and the call
+    returned fits and saves the tokenizer. When it is a ``functools.partial`` of ``train`` it reads no
+    file of the run and can run in another process (the engine's child with every core); otherwise it
+    is quick (a tokenizer reused or frozen from a file, or none to fit)."""
     from lab import query
     from lab.tokens import tokenize
 
     state = tokenizer_state(cfg, layout, parts)
     fit = read_marker(layout.tokenizer_fit)
     if fit.get("state") == state:
-        return {}, fit["sha256"]
+        return lambda: ({}, fit["sha256"])
     started = time.time()
     if cfg.tokenizer.kind == "file":  # an existing tokenizer: frozen as it is, nothing fitted
-        data, ranks = tokenize.freeze_source(cfg.tokenizer.path)
-        sha = tokenize.save(data, layout, {"state": state, "kind": "file", "source": cfg.tokenizer.path,
-                                           "vocab_size": tokenize.special_ids(tokenize.from_bytes(
-                                               data, _ranks_tmp(layout, ranks)))[2],
-                                           "fitted_under_config_hash": cfg.config_hash(),
-                                           "seconds": round(time.time() - started, 3)}, ranks=ranks)
-        return {"tokenizer": "frozen from " + cfg.tokenizer.path}, sha
+        def freeze() -> tuple[dict, str | None]:
+            data, ranks = tokenize.freeze_source(cfg.tokenizer.path)
+            sha = tokenize.save(data, layout, {"state": state, "kind": "file", "source": cfg.tokenizer.path,
+                                               "vocab_size": tokenize.special_ids(tokenize.from_bytes(
+                                                   data, _ranks_tmp(layout, ranks)))[2],
+                                               "fitted_under_config_hash": cfg.config_hash(),
+                                               "seconds": round(time.time() - started, 3)}, ranks=ranks)
+            return {"tokenizer": "frozen from " + cfg.tokenizer.path}, sha
+        return freeze
     merge_stats(layout, parts)  # percentile rules need the merged quantiles
     texts, strata = query.tokenizer_sample(query.open_run(layout.root, refresh=True), cfg)
     if not texts:
-        print("corpus-lab: warning: no tokenizer fitted: the config keeps no documents (loosen the thresholds "
-              "to fit one, or set tokenizer.enabled: false)", file=sys.stderr)
-        return {"tokenizer": "none (no document kept)"}, None
-    tok = tokenize.fit(texts, cfg.tokenizer)
-    kind = {} if cfg.tokenizer.kind == "bpe" else {"kind": cfg.tokenizer.kind}  # bpe: fit.json as before kinds
-    sha = tokenize.save(tok, layout, {"state": state, **kind, "vocab_size": tok.get_vocab_size(),
-                                      "fitted_under_config_hash": cfg.config_hash(),
-                                      "sample": {"docs": len(texts), "bytes": int(strata["bytes"].sum()),
-                                                 "strata": strata.to_dicts()},
-                                      "seconds": round(time.time() - started, 3)})
+        def none() -> tuple[dict, str | None]:
+            print("corpus-lab: warning: no tokenizer fitted: the config keeps no documents (loosen the thresholds "
+                  "to fit one, or set tokenizer.enabled: false)", file=sys.stderr)
+            return {"tokenizer": "none (no document kept)"}, None
+        return none
+    info = {"state": state, "fitted_under_config_hash": cfg.config_hash(),
+            "sample": {"docs": len(texts), "bytes": int(strata["bytes"].sum()), "strata": strata.to_dicts()}}
+    return functools.partial(train, texts, cfg.tokenizer, layout, info, started)
+
+
+def train(texts: list[str], tc: TokenizerConfig, layout: RunLayout, info: dict, started: float) -> tuple[dict, str]:
+    """Fit the tokenizer on ``texts`` and save it with ``info`` (its state and sample) in ``fit.json``."""
+    from lab.tokens import tokenize
+
+    tok = tokenize.fit(texts, tc)
+    kind = {} if tc.kind == "bpe" else {"kind": tc.kind}  # bpe: fit.json as before kinds
+    sha = tokenize.save(tok, layout, {"state": info["state"], **kind, "vocab_size": tok.get_vocab_size(),
+                                      "fitted_under_config_hash": info["fitted_under_config_hash"],
+                                      "sample": info["sample"], "seconds": round(time.time() - started, 3)})
     return {"tokenizer": "fitted"}, sha
 
 

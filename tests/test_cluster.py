@@ -259,6 +259,11 @@ def test_in_process_gives_the_local_cluster_bytes(corpus, reference, tmp_path):
     m = engine.run(cfg, progress=False, client=engine.INPROCESS)
     assert m["last_run"]["partitions_run"] == 20 and m["last_run"]["steps"]["materialize"] == "computed"
     assert_same_run(tmp_path / "inprocess", reference)
+    # the tokenizer (identical above) was fitted in a child process of the cluster run's driver, with its
+    # CPU recorded as the step's one task; in process it is the driver's own work
+    fit = read_json(reference / "stats" / "costs" / "tokenizer_fit.json")
+    assert fit["tasks"] == 1 and fit["cpu_s"] > fit["driver_cpu_s"]
+    assert read_json(tmp_path / "inprocess" / "stats" / "costs" / "tokenizer_fit.json")["tasks"] == 0
 
 
 def test_sigkill_of_a_worker_mid_run_changes_nothing(cluster, corpus, reference, tmp_path):

@@ -46,11 +46,16 @@ class Step:
         self.wall0 = time.time()
         self.cpu0 = time.process_time()  # the driver's own work in between (its threads included)
 
-    def finish(self, *, inprocess: bool = False) -> dict:
-        """``inprocess``: the tasks ran in this process (their CPU is in the driver's clock already)."""
+    def driver(self) -> float:
+        """The driver's CPU seconds since the clock started."""
+        return time.process_time() - self.cpu0
+
+    def finish(self, *, inprocess: bool = False, driver_cpu: float | None = None) -> dict:
+        """``inprocess``: the tasks ran in this process (their CPU is in the driver's clock already);
+        ``driver_cpu``: the driver's share, when it did other steps' work after it (``driver()`` then)."""
         tasks = sorted((_dir(self.run_dir) / self.step).glob("*.json"))
         task_cpu = sum(read_json(f)["cpu_s"] for f in tasks)
-        driver = time.process_time() - self.cpu0
+        driver = time.process_time() - self.cpu0 if driver_cpu is None else driver_cpu
         if inprocess:
             driver = max(driver - task_cpu, 0.0)
         rec = {"cpu_s": round(task_cpu + driver, 3), "driver_cpu_s": round(driver, 3),
