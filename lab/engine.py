@@ -595,7 +595,9 @@ def _annotate(ex: Executor, cfg: Config, layout: RunLayout, todo: list[Partition
     shash = cfg.signals_hash()  # the driver's: what the next run compares each partition with
     run_id = _run_id(layout, shash)
     parts = {p.key: p for p in todo}
-    tasks = {p.key: (p, cfg, str(layout.root), buckets, shash, fps[p.key]) for p in todo}
+    # the largest partitions first: the last tasks a worker takes are the short ones, so workers finish together
+    tasks = {p.key: (p, cfg, str(layout.root), buckets, shash, fps[p.key])
+             for p in sorted(todo, key=lambda p: (-p.size, p.index))}
     bar = _bar(progress, sum(p.size for p in todo), desc="annotate", unit="B", scale=True)
     docs = 0
 
@@ -756,6 +758,8 @@ def _count_tokens(ex: Executor, cfg: Config, layout: RunLayout, parts: list[Part
         return {"tokenize": {"partitions_run": 0}}
     clock = costs.Step(layout.root, "tokenize")
     run_id = _run_id(layout, sha, repr(strip))
+    size = {p.key: p.size for p in parts}
+    keys = sorted(keys, key=lambda k: -size.get(k, 0))  # the largest first, as annotate (stable: ties by key)
     bar = _bar(progress, len(keys), desc="tokenize", unit="part")
     try:
         map_tasks(ex, tokenize.tokenize_partition,
